@@ -1,0 +1,49 @@
+# Asterion: the two commands a person needs are `make run` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/asterion?sslmode=disable
+ASTERION_ADDR ?= 127.0.0.1:8080
+export DATABASE_URL ASTERION_ADDR
+
+BIN := bin/asterion
+
+.PHONY: build run test test-short bench generate generate-check fmt vet
+
+build:
+	$(GO) build -o $(BIN) ./cmd/asterion
+
+## run: build, migrate and serve on $(ASTERION_ADDR) against $(DATABASE_URL) (the database is created when missing).
+run: build
+	./$(BIN) serve
+
+## test: every test, with the race detector, against the local PostgreSQL.
+test: build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 9m ./...
+
+test-short:
+	$(GO) test -race -count=1 -short ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+	$(GO) tool templ fmt views
+
+vet:
+	$(GO) vet ./...
+
+## generate: rebuild the committed front-end output: vendored htmx and htmx-ext-sse, the templ
+## code and the Tailwind CSS (runs `npm ci` first when node_modules is missing).
+generate:
+	@test -d node_modules || npm ci --no-audit --no-fund
+	mkdir -p static/css static/js
+	cp node_modules/htmx.org/dist/htmx.min.js static/js/htmx.min.js
+	cp node_modules/htmx-ext-sse/dist/sse.js static/js/sse.js
+	$(GO) tool templ fmt views
+	$(GO) tool templ generate
+	BROWSERSLIST_IGNORE_OLD_DATA=1 node_modules/.bin/tailwindcss -c tailwind.config.js -i views/input.css -o static/css/app.css --minify
+
+## generate-check: fails when regenerating templ code changes a committed file.
+generate-check:
+	$(GO) tool templ generate
+	$(GO) tool templ fmt -fail views
+	git diff --exit-code -- '*_templ.go'

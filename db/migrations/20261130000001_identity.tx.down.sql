@@ -1,0 +1,5 @@
+DROP FUNCTION IF EXISTS asterion_touch_updated_at();
+DROP TABLE IF EXISTS sessions;
+DROP TABLE IF EXISTS api_tokens;
+DROP TABLE IF EXISTS users;
+DROP TABLE IF EXISTS orgs;

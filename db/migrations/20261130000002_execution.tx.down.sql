@@ -1,0 +1,9 @@
+DROP TABLE IF EXISTS sa_event_cursor;
+DROP TABLE IF EXISTS sa_event;
+DROP TABLE IF EXISTS sa_idempotency;
+DROP TABLE IF EXISTS sa_audit;
+DROP TABLE IF EXISTS sa_ledger;
+DROP TABLE IF EXISTS sa_edge;
+DROP TABLE IF EXISTS sa_job_archive;
+DROP TABLE IF EXISTS sa_job;
+DROP TABLE IF EXISTS sa_entity;
