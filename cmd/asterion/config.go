@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"asterion/db"
+)
+
+// common are the settings every subcommand that touches the database shares.
+type common struct {
+	databaseURL string
+	json        bool
+	logLevel    string
+	dbWait      time.Duration
+}
+
+// bindCommon adds --database-url, --json and --log-level with their environment defaults.
+func (c *cli) bindCommon(fs *flag.FlagSet) *common {
+	cm := &common{}
+	fs.StringVar(&cm.databaseURL, "database-url", c.getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	fs.BoolVar(&cm.json, "json", false, "print JSON for scripts")
+	fs.StringVar(&cm.logLevel, "log-level", envOr(c.getenv, "ASTERION_LOG_LEVEL", "info"), "debug, info, warn or error")
+	return cm
+}
+
+// validate checks the shared settings and returns every mistake, one per line.
+func (cm *common) validate(getenv env) (db.URL, slog.Level, error) {
+	var errs []error
+	u, err := db.ParseURL(cm.databaseURL)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	level, err := parseLevel(cm.logLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cm.dbWait = 30 * time.Second
+	if s := getenv("ASTERION_DB_WAIT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("ASTERION_DB_WAIT: want a duration like 30s, got %q", s))
+		} else {
+			cm.dbWait = d
+		}
+	}
+	return u, level, errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log level: want debug, info, warn or error, got %q", s)
+}
+
+// validateAddr checks a listen address of the form host:port.
+func validateAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: want host:port", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("listen address %q: bad port", addr)
+	}
+	_ = host
+	return nil
+}
+
+func (c *cli) newLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func envOr(getenv env, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// usageError is a mistake in how the command was called: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// exitCode maps an error to the contract's exit codes: 2 for usage, 1 for everything else.
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+// oneLine keeps an error to one line on stderr.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ")), " ")
+}
+
+// env reads the process environment; tests pass their own.
+type env func(string) string
+
+// cli carries what every subcommand needs.
+type cli struct {
+	getenv env
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+const usage = `usage: asterion <command> [flags]
+
+commands:
+  serve [--addr=127.0.0.1:8080] [--workers=N] [--no-worker]   migrate, then serve HTTP and run workers
+  migrate [up|down|status] [--all]                              apply, roll back or show migrations
+  org create NAME                                               create an org
+  user create --org ORG --name NAME --role ROLE [--password-stdin]
+  token create --user NAME                                      print a new API token
+  version                                                       print the version
+Every command takes --database-url (default $DATABASE_URL) and --json.`
+
+// run is the whole program: it parses args, runs one subcommand and returns its error.
+func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) error {
+	c := &cli{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return usagef("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return c.serve(ctx, rest)
+	case "migrate":
+		return c.migrate(ctx, rest)
+	case "org":
+		if len(rest) == 0 || rest[0] != "create" {
+			return usagef("usage: asterion org create NAME")
+		}
+		return c.orgCreate(ctx, rest[1:])
+	case "user":
+		if len(rest) == 0 || rest[0] != "create" {
+			return usagef("usage: asterion user create --org ORG --name NAME --role member|operator|admin [--password-stdin]")
+		}
+		return c.userCreate(ctx, rest[1:])
+	case "token":
+		if len(rest) == 0 || rest[0] != "create" {
+			return usagef("usage: asterion token create --user NAME")
+		}
+		return c.tokenCreate(ctx, rest[1:])
+	case "version", "--version":
+		fmt.Fprintln(stdout, "asterion "+version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q (run asterion help)", cmd)
+}
+
+// newFlags returns a flag set that reports mistakes as usage errors instead of exiting.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses and turns flag errors into usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usagef("usage of %s: see asterion help", fs.Name())
+		}
+		return usagef("%s: %v", fs.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package handlers
+
+import "github.com/gofiber/fiber/v2"
+
+// Route is one entry of the HTTP surface: who may call it and what answers.
+type Route struct {
+	Method  string
+	Path    string
+	Access  Access
+	Surface Surface
+	Handler fiber.Handler
+}
+
+// routes is the whole HTTP surface in one place, with the role each route needs.
+func (s *Server) routes() []Route {
+	return []Route{
+		{"GET", "/healthz", Public, API, s.healthz},
+		{"GET", "/readyz", Public, API, s.readyz},
+		{"GET", "/metrics", Public, API, s.metricsHandler()},
+
+		{"GET", "/", Public, Page, s.home},
+		{"GET", "/login", Public, Page, s.loginForm},
+		{"POST", "/login", Public, Page, s.login},
+		{"POST", "/logout", Member, Page, s.logout},
+
+		{"GET", "/admin/deferred-operations", Operator, Page, s.operationsPage},
+	}
+}
+
+// Routes returns the route table (paths, methods and access) for the authorization matrix test.
+func (s *Server) Routes() []Route { return s.routes() }

@@ -1,0 +1,200 @@
+// Package handlers is Asterion's HTTP surface on Fiber: the route table (routes.go), the one
+// authorization middleware, the REST API of CONTRACT.md, the pages and the SSE streams. Handlers
+// translate HTTP to calls on the jobs and identity packages and hold no business rules.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/filesystem"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"asterion/identity"
+	"asterion/static"
+	"asterion/views"
+)
+
+// BodyLimit is the largest request body accepted (CONTRACT.md: 413 above 256 KiB).
+const BodyLimit = 256 * 1024
+
+// Deps are the server's collaborators, passed in explicitly.
+type Deps struct {
+	Identity *identity.Service
+	// Ready reports whether the database is reachable and migrations are current.
+	Ready    func(ctx context.Context) error
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// SecureCookies sets the Secure flag on cookies (serving over TLS).
+	SecureCookies bool
+	// Version is printed by /healthz.
+	Version string
+}
+
+// Server is the HTTP application.
+type Server struct {
+	app  *fiber.App
+	deps Deps
+	log  *slog.Logger
+}
+
+// New builds the Fiber app with every route of routes.go.
+func New(deps Deps) *Server {
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Registry == nil {
+		deps.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{deps: deps, log: deps.Logger}
+	s.app = fiber.New(fiber.Config{
+		AppName:               "asterion",
+		BodyLimit:             BodyLimit,
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ErrorHandler:          s.handleError,
+	})
+	metrics := NewHTTPMetrics(deps.Registry)
+	s.app.Use(s.recoverPanic, s.requestID, s.accessLog, metrics.middleware)
+	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
+	for _, r := range s.routes() {
+		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
+	}
+	s.app.Use(func(c *fiber.Ctx) error {
+		if isAPIPath(c.Path()) {
+			return problem(c, fiber.StatusNotFound, "no such resource")
+		}
+		return s.errorPage(c, fiber.StatusNotFound, "Not found", "There is nothing at this address.")
+	})
+	return s
+}
+
+// App exposes the Fiber app for tests.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve serves on ln until ctx ends, then shuts down gracefully within 10 s.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.app.Listener(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	if err := s.app.ShutdownWithTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("shut down http: %w", err)
+	}
+	return nil
+}
+
+func isAPIPath(p string) bool { return strings.HasPrefix(p, "/sa-core/") }
+
+// handleError turns an error no handler answered into a clean response: a problem document
+// for the API, a page otherwise; never a stack trace, SQL or an internal path.
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	status := fiber.StatusInternalServerError
+	detail := "an internal error occurred; it has been logged"
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		status = fe.Code
+		detail = fe.Message
+		if status == fiber.StatusRequestEntityTooLarge {
+			detail = fmt.Sprintf("the body is larger than %d bytes", BodyLimit)
+		}
+	} else {
+		s.log.Error("request failed", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
+	}
+	if isAPIPath(c.Path()) || c.Get(fiber.HeaderAccept) == "application/json" {
+		return problem(c, status, detail)
+	}
+	return s.errorPage(c, status, statusTitle(status), detail)
+}
+
+// errorPage renders the friendly error page with the caller's nav when known.
+func (s *Server) errorPage(c *fiber.Ctx, status int, title, detail string) error {
+	c.Status(status)
+	return render(c, views.ErrorPage(pageFor(c, title, ""), status, title, detail))
+}
+
+// render writes a templ component as HTML.
+func render(c *fiber.Ctx, comp templ.Component) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	return comp.Render(c.UserContext(), c.Response().BodyWriter())
+}
+
+// pageFor builds the layout data of the signed-in user.
+func pageFor(c *fiber.Ctx, title, nav string) views.Page {
+	p := views.Page{Title: title, Nav: nav, CSRFToken: csrfOf(c)}
+	if pr := principalOf(c); pr.UserID != 0 {
+		p.User = &views.User{Name: pr.UserName, Role: string(pr.Role), OrgName: pr.OrgName}
+	}
+	return p
+}
+
+type requestIDKey struct{}
+
+func requestIDOf(c *fiber.Ctx) string {
+	s, _ := c.Locals(requestIDKey{}).(string)
+	return s
+}
+
+// requestID gives every request an id (kept from X-Request-ID when sane) for logs and answers.
+func (s *Server) requestID(c *fiber.Ctx) error {
+	id := c.Get(fiber.HeaderXRequestID)
+	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\"") {
+		id = uuid.NewString()
+	}
+	c.Locals(requestIDKey{}, id)
+	c.Set(fiber.HeaderXRequestID, id)
+	return c.Next()
+}
+
+func (s *Server) accessLog(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	if c.Route().Path == "/healthz" || c.Route().Path == "/metrics" {
+		return err
+	}
+	status := c.Response().StatusCode()
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		status = fe.Code
+	} else if err != nil {
+		status = fiber.StatusInternalServerError
+	}
+	s.log.Debug("http", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(),
+		"status", status, "duration", time.Since(start))
+	return err
+}
+
+// recoverPanic turns a panic into a logged 500, never a dropped connection or a trace.
+func (s *Server) recoverPanic(c *fiber.Ctx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic in handler", "request_id", requestIDOf(c), "path", c.Path(), "panic", fmt.Sprint(r))
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return c.Next()
+}
+
+// metricsHandler serves the Prometheus registry.
+func (s *Server) metricsHandler() fiber.Handler {
+	h := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{}))
+	return func(c *fiber.Ctx) error {
+		h(c.Context())
+		return nil
+	}
+}

@@ -1,0 +1,254 @@
+package identity
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnauthenticated means no valid credential: the answer is 401 or the login page.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrNotFound means the named org or user does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists means a name is already taken.
+	ErrExists = errors.New("already exists")
+	// ErrInvalid means an input breaks a rule; the message says which.
+	ErrInvalid = errors.New("invalid")
+)
+
+// SessionTTL is how long a browser session lasts.
+const SessionTTL = 12 * time.Hour
+
+// Service creates and checks identities against the database.
+type Service struct {
+	db  *bun.DB
+	now func() time.Time
+}
+
+// NewService returns a Service over bunDB.
+func NewService(bunDB *bun.DB) *Service { return &Service{db: bunDB, now: time.Now} }
+
+// CreateOrg creates an org with a unique name.
+func (s *Service) CreateOrg(ctx context.Context, name string) (db.Org, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return db.Org{}, fmt.Errorf("%w: org name must be 1..100 characters", ErrInvalid)
+	}
+	org := db.Org{Name: name}
+	if _, err := s.db.NewInsert().Model(&org).Returning("*").Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return db.Org{}, fmt.Errorf("org %q: %w", name, ErrExists)
+		}
+		return db.Org{}, fmt.Errorf("create org %q: %w", name, err)
+	}
+	return org, nil
+}
+
+// OrgByName finds an org.
+func (s *Service) OrgByName(ctx context.Context, name string) (db.Org, error) {
+	var org db.Org
+	err := s.db.NewSelect().Model(&org).Where("name = ?", name).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return org, fmt.Errorf("org %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return org, fmt.Errorf("find org %q: %w", name, err)
+	}
+	return org, nil
+}
+
+// CreateUser creates a user in the named org. An empty password leaves the user unable to
+// sign in to the pages (API tokens still work).
+func (s *Service) CreateUser(ctx context.Context, orgName, name string, role Role, password string) (db.User, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 || strings.ContainsAny(name, " \t\r\n") {
+		return db.User{}, fmt.Errorf("%w: user name must be 1..100 characters without spaces", ErrInvalid)
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return db.User{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	org, err := s.OrgByName(ctx, orgName)
+	if err != nil {
+		return db.User{}, err
+	}
+	u := db.User{OrgID: org.ID, Name: name, Role: string(role)}
+	if password != "" {
+		if len(password) < 8 {
+			return db.User{}, fmt.Errorf("%w: password must be at least 8 characters", ErrInvalid)
+		}
+		h, err := HashPassword(password)
+		if err != nil {
+			return db.User{}, err
+		}
+		u.PasswordHash = &h
+	}
+	if _, err := s.db.NewInsert().Model(&u).Returning("*").Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return db.User{}, fmt.Errorf("user %q: %w", name, ErrExists)
+		}
+		return db.User{}, fmt.Errorf("create user %q: %w", name, err)
+	}
+	return u, nil
+}
+
+// CreateToken issues a new API token for the named user and returns it; only its hash is kept.
+func (s *Service) CreateToken(ctx context.Context, userName string) (string, error) {
+	var u db.User
+	err := s.db.NewSelect().Model(&u).Where("name = ?", userName).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("user %q: %w", userName, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("find user %q: %w", userName, err)
+	}
+	secret := NewSecret(tokenPrefix)
+	tok := db.APIToken{UserID: u.ID, TokenHash: HashSecret(secret), Prefix: secret[:len(tokenPrefix)+6]}
+	if _, err := s.db.NewInsert().Model(&tok).Exec(ctx); err != nil {
+		return "", fmt.Errorf("store token for %q: %w", userName, err)
+	}
+	return secret, nil
+}
+
+// RevokeToken makes a token unusable from now on.
+func (s *Service) RevokeToken(ctx context.Context, secret string) error {
+	res, err := s.db.NewUpdate().Model((*db.APIToken)(nil)).Set("revoked_at = now()").
+		Where("token_hash = ? AND revoked_at IS NULL", HashSecret(secret)).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("token: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// principalQuery selects a principal by a join condition.
+const principalSelect = `SELECT u.id, u.name, u.role, o.id, o.name FROM users u JOIN orgs o ON o.id = u.org_id `
+
+func scanPrincipal(row interface{ Scan(...any) error }) (Principal, error) {
+	var p Principal
+	var role string
+	if err := row.Scan(&p.UserID, &p.UserName, &role, &p.OrgID, &p.OrgName); err != nil {
+		return p, err
+	}
+	p.Role = Role(role)
+	return p, nil
+}
+
+// AuthenticateToken returns the principal of a bearer token, or ErrUnauthenticated.
+func (s *Service) AuthenticateToken(ctx context.Context, secret string) (Principal, error) {
+	if !strings.HasPrefix(secret, tokenPrefix) || len(secret) > 200 {
+		return Principal{}, ErrUnauthenticated
+	}
+	row := s.db.QueryRowContext(ctx, principalSelect+
+		`JOIN api_tokens t ON t.user_id = u.id WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.disabled_at IS NULL`,
+		HashSecret(secret))
+	p, err := scanPrincipal(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("authenticate token: %w", err)
+	}
+	return p, nil
+}
+
+// Login checks a name and password and opens a session. A wrong name and a wrong password fail
+// alike, in about the same time. It returns the cookie value (shown once) and the session.
+func (s *Service) Login(ctx context.Context, name, password string) (string, db.Session, Principal, error) {
+	var u db.User
+	err := s.db.NewSelect().Model(&u).Where("name = ? AND disabled_at IS NULL", name).Scan(ctx)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", db.Session{}, Principal{}, fmt.Errorf("login: %w", err)
+	}
+	hash := dummyHash
+	if err == nil && u.PasswordHash != nil {
+		hash = *u.PasswordHash
+	}
+	ok, verr := VerifyPassword(password, hash)
+	if err != nil || u.PasswordHash == nil || verr != nil || !ok {
+		return "", db.Session{}, Principal{}, ErrUnauthenticated
+	}
+	cookie := NewSecret("")
+	sess := db.Session{IDHash: HashSecret(cookie), UserID: u.ID, CSRFToken: NewSecret(""), ExpiresAt: s.now().Add(SessionTTL)}
+	if _, err := s.db.NewInsert().Model(&sess).Exec(ctx); err != nil {
+		return "", db.Session{}, Principal{}, fmt.Errorf("create session: %w", err)
+	}
+	p, err := scanPrincipal(s.db.QueryRowContext(ctx, principalSelect+`WHERE u.id = ?`, u.ID))
+	if err != nil {
+		return "", db.Session{}, Principal{}, fmt.Errorf("load principal: %w", err)
+	}
+	return cookie, sess, p, nil
+}
+
+// SessionPrincipal returns the principal and CSRF token of a live session cookie.
+func (s *Service) SessionPrincipal(ctx context.Context, cookie string) (Principal, string, error) {
+	if cookie == "" || len(cookie) > 200 {
+		return Principal{}, "", ErrUnauthenticated
+	}
+	var csrf string
+	row := s.db.QueryRowContext(ctx, `SELECT u.id, u.name, u.role, o.id, o.name, s.csrf_token
+		FROM sessions s JOIN users u ON u.id = s.user_id JOIN orgs o ON o.id = u.org_id
+		WHERE s.id_hash = ? AND s.expires_at > now() AND u.disabled_at IS NULL`, HashSecret(cookie))
+	var p Principal
+	var role string
+	err := row.Scan(&p.UserID, &p.UserName, &role, &p.OrgID, &p.OrgName, &csrf)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Principal{}, "", ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, "", fmt.Errorf("load session: %w", err)
+	}
+	p.Role = Role(role)
+	return p, csrf, nil
+}
+
+// Logout ends a session.
+func (s *Service) Logout(ctx context.Context, cookie string) error {
+	_, err := s.db.NewDelete().Model((*db.Session)(nil)).Where("id_hash = ?", HashSecret(cookie)).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	return nil
+}
+
+// Bootstrap creates org "default" and user "admin" on first start (no users at all). With an
+// empty password it generates one and returns it so the caller can print it once.
+func (s *Service) Bootstrap(ctx context.Context, adminPassword string) (generated string, created bool, err error) {
+	n, err := s.db.NewSelect().Model((*db.User)(nil)).Count(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("count users: %w", err)
+	}
+	if n > 0 {
+		return "", false, nil
+	}
+	if adminPassword == "" {
+		generated = NewSecret("")[:24]
+		adminPassword = generated
+	}
+	if _, err := s.OrgByName(ctx, "default"); errors.Is(err, ErrNotFound) {
+		if _, err := s.CreateOrg(ctx, "default"); err != nil && !errors.Is(err, ErrExists) {
+			return "", false, err
+		}
+	}
+	if _, err := s.CreateUser(ctx, "default", "admin", RoleAdmin, adminPassword); err != nil {
+		if errors.Is(err, ErrExists) { // another process bootstrapped at the same moment
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return generated, true, nil
+}
+
+func isUniqueViolation(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "23505")
+}

@@ -1,0 +1,62 @@
+package provider
+
+import "context"
+
+// Options carries the per-prompt provider options of the wire contract
+// (the "options" object of POST /sa-core/v1/prompt). Each provider uses
+// what it understands and ignores the rest.
+type Options struct {
+	// Model overrides the provider's configured model when not empty.
+	Model string
+	// PreferProvider names the provider the prompt would like; routing is
+	// the caller's business, a provider ignores it.
+	PreferProvider string
+	// RouterModel names a routing model; a provider ignores it.
+	RouterModel string
+	// Depth is an opaque depth hint passed through from the prompt.
+	Depth int
+}
+
+// Request is one attempt at answering one prompt.
+type Request struct {
+	// PromptID is the prompt being answered.
+	PromptID string
+	// JobID is the job running this attempt.
+	JobID string
+	// Attempt is the 1-based attempt number of the job.
+	Attempt int
+	// Text is the prompt text, sent to the provider unchanged.
+	Text string
+	// Options are the prompt's provider options.
+	Options Options
+}
+
+// Response is a provider's successful answer.
+type Response struct {
+	// Text is the answer.
+	Text string
+	// RequestID is the provider's request or response id, "" if none.
+	RequestID string
+	// Provider is the Name of the provider that answered.
+	Provider string
+	// Model is the model that answered, as the provider reports it.
+	Model string
+	// PromptTokens is the provider's count of input tokens.
+	PromptTokens int
+	// CompletionTokens is the provider's count of output tokens.
+	CompletionTokens int
+}
+
+// Provider answers prompts.
+//
+// Complete returns either a Response or an error for which Classify gives
+// the failure's kind; both built-in providers return an *Error directly.
+// Complete honours ctx: when ctx is done it returns promptly with a
+// timeout (deadline) or cancellation (IsCanceled) error. Implementations
+// are safe for concurrent use.
+type Provider interface {
+	// Name is the provider's short name, such as "sim" or "openai".
+	Name() string
+	// Complete answers one attempt of one prompt.
+	Complete(ctx context.Context, req Request) (Response, error)
+}
