@@ -94,7 +94,7 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 func writeString(buf *bytes.Buffer, s string) {
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
+	_ = enc.Encode(s)           // a string always encodes
 	buf.Truncate(buf.Len() - 1) // Encode appends a newline
 }
 

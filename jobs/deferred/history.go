@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -19,7 +18,7 @@ var ErrInvalidHistoryEntry = errors.New("deferred: invalid history entry")
 
 // GenesisDigest is the PrevDigest of the first entry of every history: 64
 // zeros.
-var GenesisDigest = strings.Repeat("0", 64)
+const GenesisDigest = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // historyEntryVersion separates entry digests from every other SHA-256 this
 // project computes, and versions their encoding.

@@ -188,15 +188,23 @@ func TestNewHistoryEntryRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func() (HistoryEntry, error){
-		"first seq not 1":    func() (HistoryEntry, error) { return NewHistoryEntry(nil, 2, StatusPending, t0, []byte(`{}`)) },
-		"seq gap":            func() (HistoryEntry, error) { return NewHistoryEntry(&first, 3, StatusRunning, t0, []byte(`{}`)) },
-		"seq repeat":         func() (HistoryEntry, error) { return NewHistoryEntry(&first, 1, StatusRunning, t0, []byte(`{}`)) },
-		"time goes back":     func() (HistoryEntry, error) { return NewHistoryEntry(&first, 2, StatusRunning, t0.Add(-time.Second), []byte(`{}`)) },
-		"after terminal":     func() (HistoryEntry, error) { return NewHistoryEntry(&done, 3, StatusRunning, t0.Add(2*time.Second), []byte(`{}`)) },
-		"unknown status":     func() (HistoryEntry, error) { return NewHistoryEntry(nil, 1, Status("queued"), t0, []byte(`{}`)) },
-		"not JSON":           func() (HistoryEntry, error) { return NewHistoryEntry(nil, 1, StatusPending, t0, []byte(`{`)) },
-		"zero time":          func() (HistoryEntry, error) { return NewHistoryEntry(nil, 1, StatusPending, time.Time{}, []byte(`{}`)) },
-		"prev digest broken": func() (HistoryEntry, error) { p := first; p.EntryDigest = "x"; return NewHistoryEntry(&p, 2, StatusRunning, t0, []byte(`{}`)) },
+		"first seq not 1": func() (HistoryEntry, error) { return NewHistoryEntry(nil, 2, StatusPending, t0, []byte(`{}`)) },
+		"seq gap":         func() (HistoryEntry, error) { return NewHistoryEntry(&first, 3, StatusRunning, t0, []byte(`{}`)) },
+		"seq repeat":      func() (HistoryEntry, error) { return NewHistoryEntry(&first, 1, StatusRunning, t0, []byte(`{}`)) },
+		"time goes back": func() (HistoryEntry, error) {
+			return NewHistoryEntry(&first, 2, StatusRunning, t0.Add(-time.Second), []byte(`{}`))
+		},
+		"after terminal": func() (HistoryEntry, error) {
+			return NewHistoryEntry(&done, 3, StatusRunning, t0.Add(2*time.Second), []byte(`{}`))
+		},
+		"unknown status": func() (HistoryEntry, error) { return NewHistoryEntry(nil, 1, Status("queued"), t0, []byte(`{}`)) },
+		"not JSON":       func() (HistoryEntry, error) { return NewHistoryEntry(nil, 1, StatusPending, t0, []byte(`{`)) },
+		"zero time":      func() (HistoryEntry, error) { return NewHistoryEntry(nil, 1, StatusPending, time.Time{}, []byte(`{}`)) },
+		"prev digest broken": func() (HistoryEntry, error) {
+			p := first
+			p.EntryDigest = "x"
+			return NewHistoryEntry(&p, 2, StatusRunning, t0, []byte(`{}`))
+		},
 	}
 	for name, f := range cases {
 		if _, err := f(); !errors.Is(err, ErrInvalidHistoryEntry) {

@@ -262,19 +262,27 @@ func TestStatusDocMarshalRefuses(t *testing.T) {
 		return d
 	}
 	cases := map[string]func(*StatusDoc){
-		"terminal with cancel":      func(d *StatusDoc) { d.Cancel = Cancelable("/c") },
-		"terminal with reason":      func(d *StatusDoc) { d.Cancel = NotCancelable("r") },
-		"terminal with retry":       func(d *StatusDoc) { d.RetryAfterSeconds = 2 },
-		"cancelled with error":      func(d *StatusDoc) { d.Error = &ErrorInfo{"a", "b"} },
-		"cancelled with result":     func(d *StatusDoc) { d.Result = json.RawMessage(`{}`) },
-		"running without cancel":    func(d *StatusDoc) { d.Status = StatusRunning; d.RetryAfterSeconds = 2 },
-		"running without retry":     func(d *StatusDoc) { d.Status = StatusRunning; d.Cancel = Cancelable("/c") },
-		"completed without result":  func(d *StatusDoc) { d.Status = StatusCompleted },
-		"failed without error":      func(d *StatusDoc) { d.Status = StatusFailed },
-		"unknown status value":      func(d *StatusDoc) { d.Status = "succeeded" },
-		"zero updated":              func(d *StatusDoc) { d.UpdatedAt = time.Time{} },
-		"completed with error too":  func(d *StatusDoc) { d.Status = StatusCompleted; d.Result = json.RawMessage(`{}`); d.Error = &ErrorInfo{"a", "b"} },
-		"timed-out with result too": func(d *StatusDoc) { d.Status = StatusTimedOut; d.Error = &ErrorInfo{"a", "b"}; d.Result = json.RawMessage(`{}`) },
+		"terminal with cancel":     func(d *StatusDoc) { d.Cancel = Cancelable("/c") },
+		"terminal with reason":     func(d *StatusDoc) { d.Cancel = NotCancelable("r") },
+		"terminal with retry":      func(d *StatusDoc) { d.RetryAfterSeconds = 2 },
+		"cancelled with error":     func(d *StatusDoc) { d.Error = &ErrorInfo{"a", "b"} },
+		"cancelled with result":    func(d *StatusDoc) { d.Result = json.RawMessage(`{}`) },
+		"running without cancel":   func(d *StatusDoc) { d.Status = StatusRunning; d.RetryAfterSeconds = 2 },
+		"running without retry":    func(d *StatusDoc) { d.Status = StatusRunning; d.Cancel = Cancelable("/c") },
+		"completed without result": func(d *StatusDoc) { d.Status = StatusCompleted },
+		"failed without error":     func(d *StatusDoc) { d.Status = StatusFailed },
+		"unknown status value":     func(d *StatusDoc) { d.Status = "succeeded" },
+		"zero updated":             func(d *StatusDoc) { d.UpdatedAt = time.Time{} },
+		"completed with error too": func(d *StatusDoc) {
+			d.Status = StatusCompleted
+			d.Result = json.RawMessage(`{}`)
+			d.Error = &ErrorInfo{"a", "b"}
+		},
+		"timed-out with result too": func(d *StatusDoc) {
+			d.Status = StatusTimedOut
+			d.Error = &ErrorInfo{"a", "b"}
+			d.Result = json.RawMessage(`{}`)
+		},
 	}
 	for name, mut := range cases {
 		d := base()

@@ -1,0 +1,179 @@
+// Package feed is the one change feed: every state change of a job or an operation writes an
+// event row in the transaction that makes the change; a sequencer numbers committed events in
+// the order they became visible; every server process LISTENs and fans new events out to its
+// subscribers. Reconnecting readers replay from the table, so nothing depends on a notification
+// arriving.
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+)
+
+// Notification channels.
+const (
+	// pendingChannel is notified by a writer's commit: there are events to number.
+	pendingChannel = "asterion_event_pending"
+	// eventsChannel is notified by the sequencer: events up to the payload's seq are readable.
+	eventsChannel = "asterion_events"
+	// sequencerLock serialises sequencers across processes.
+	sequencerLock int64 = 0x6173746576736571
+)
+
+// Topics of events.
+const (
+	TopicJob       = "job"
+	TopicOperation = "operation"
+)
+
+// Event is one numbered change.
+type Event struct {
+	Seq         int64           `json:"seq"`
+	Topic       string          `json:"topic"`
+	OrgID       int64           `json:"org_id"`
+	UserID      int64           `json:"user_id"`
+	PromptID    *uuid.UUID      `json:"prompt_id,omitempty"`
+	JobID       *uuid.UUID      `json:"job_id,omitempty"`
+	OperationID *uuid.UUID      `json:"operation_id,omitempty"`
+	Payload     json.RawMessage `json:"payload"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
+
+// Publish records an event inside the caller's transaction; it becomes visible, and is
+// numbered, only if that transaction commits.
+func Publish(ctx context.Context, tx bun.IDB, e Event) error {
+	row := db.Event{Topic: e.Topic, OrgID: e.OrgID, UserID: e.UserID, PromptID: e.PromptID, JobID: e.JobID,
+		OperationID: e.OperationID, Payload: e.Payload}
+	if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
+		return fmt.Errorf("publish %s event: %w", e.Topic, err)
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT pg_notify('"+pendingChannel+"', '')"); err != nil {
+		return fmt.Errorf("notify pending event: %w", err)
+	}
+	return nil
+}
+
+// Sequence numbers every committed, unnumbered event in id order after the highest number given
+// so far, and announces the new high mark. It returns the high mark and how many it numbered.
+// Sequencers in several processes take turns on an advisory lock, so numbers never interleave.
+func Sequence(ctx context.Context, bunDB *bun.DB) (last int64, n int, err error) {
+	err = bunDB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", sequencerLock); err != nil {
+			return err
+		}
+		row := tx.QueryRowContext(ctx, `
+WITH pending AS (
+    SELECT id, row_number() OVER (ORDER BY id) AS rn FROM sa_event WHERE seq IS NULL ORDER BY id LIMIT 10000
+), cur AS (
+    SELECT last_seq FROM sa_event_cursor WHERE id = 1
+), upd AS (
+    UPDATE sa_event e SET seq = cur.last_seq + pending.rn FROM pending, cur WHERE e.id = pending.id RETURNING e.seq
+)
+UPDATE sa_event_cursor SET last_seq = last_seq + (SELECT count(*) FROM upd) WHERE id = 1
+RETURNING last_seq, (SELECT count(*) FROM upd)`)
+		if err := row.Scan(&last, &n); err != nil {
+			return err
+		}
+		if n > 0 {
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("SELECT pg_notify('%s', '%d')", eventsChannel, last)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("sequence events: %w", err)
+	}
+	return last, n, nil
+}
+
+// Scope limits which events a reader may see.
+type Scope struct {
+	// AllOrgs sees every org (admins).
+	AllOrgs bool
+	// OrgID is the reader's org.
+	OrgID int64
+	// UserID, when non-zero, limits to events about that user's own work (members).
+	UserID int64
+	// Topics, when non-empty, limits to these topics.
+	Topics []string
+}
+
+// Allows reports whether e is inside the scope.
+func (s Scope) Allows(e Event) bool {
+	if !s.AllOrgs && e.OrgID != s.OrgID {
+		return false
+	}
+	if s.UserID != 0 && e.UserID != s.UserID {
+		return false
+	}
+	if len(s.Topics) > 0 {
+		for _, t := range s.Topics {
+			if t == e.Topic {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// Replay returns numbered events after seq inside scope, oldest first, at most limit.
+func Replay(ctx context.Context, bunDB bun.IDB, after int64, scope Scope, limit int) ([]Event, error) {
+	q := bunDB.NewSelect().Model((*db.Event)(nil)).Where("seq > ?", after).OrderExpr("seq").Limit(limit)
+	if !scope.AllOrgs {
+		q = q.Where("org_id = ?", scope.OrgID)
+	}
+	if scope.UserID != 0 {
+		q = q.Where("user_id = ?", scope.UserID)
+	}
+	if len(scope.Topics) > 0 {
+		q = q.Where("topic IN (?)", bun.In(scope.Topics))
+	}
+	var rows []db.Event
+	if err := q.Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("replay events after %d: %w", after, err)
+	}
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out, nil
+}
+
+// HighMark returns the highest event number given so far.
+func HighMark(ctx context.Context, bunDB bun.IDB) (int64, error) {
+	var last int64
+	if err := bunDB.QueryRowContext(ctx, "SELECT last_seq FROM sa_event_cursor WHERE id = 1").Scan(&last); err != nil {
+		return 0, fmt.Errorf("read event high mark: %w", err)
+	}
+	return last, nil
+}
+
+// Prune deletes numbered events older than keep; readers that fall further behind resync from
+// a snapshot instead.
+func Prune(ctx context.Context, bunDB bun.IDB, keep time.Duration) (int64, error) {
+	res, err := bunDB.NewDelete().Model((*db.Event)(nil)).
+		Where("seq IS NOT NULL AND created_at < ?", time.Now().Add(-keep)).Exec(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("prune events: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+func fromRow(r db.Event) Event {
+	var seq int64
+	if r.Seq != nil {
+		seq = *r.Seq
+	}
+	return Event{Seq: seq, Topic: r.Topic, OrgID: r.OrgID, UserID: r.UserID, PromptID: r.PromptID, JobID: r.JobID,
+		OperationID: r.OperationID, Payload: r.Payload, CreatedAt: r.CreatedAt}
+}

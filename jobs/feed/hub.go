@@ -1,0 +1,228 @@
+package feed
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/uptrace/bun"
+)
+
+// Subscription receives events in order. When the reader falls behind, C is closed and Lagged
+// reports true: the reader must replay from the table after its last seen seq.
+type Subscription struct {
+	C      <-chan Event
+	c      chan Event
+	scope  Scope
+	hub    *Hub
+	lagged bool
+	closed bool
+}
+
+// Lagged reports whether the subscription was dropped for falling behind.
+func (s *Subscription) Lagged() bool {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.lagged
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		delete(s.hub.subs, s)
+		close(s.c)
+	}
+}
+
+// Hub listens for new events and fans them out to subscribers in this process.
+type Hub struct {
+	pool *pgxpool.Pool
+	db   *bun.DB
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	subs   map[*Subscription]struct{}
+	cursor int64
+
+	kick chan struct{}
+	// sequence asks the loop to run the sequencer.
+	sequence chan struct{}
+	ready    chan struct{}
+	readyOne sync.Once
+}
+
+// NewHub returns a hub; Run must be running for subscribers to receive anything.
+func NewHub(pool *pgxpool.Pool, bunDB *bun.DB, log *slog.Logger) *Hub {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Hub{pool: pool, db: bunDB, log: log, subs: map[*Subscription]struct{}{},
+		kick: make(chan struct{}, 1), sequence: make(chan struct{}, 1), ready: make(chan struct{})}
+}
+
+// Ready is closed once the hub listens and knows its starting point.
+func (h *Hub) Ready() <-chan struct{} { return h.ready }
+
+// Subscribe registers a reader for events inside scope. buffer bounds how far it may lag.
+func (h *Hub) Subscribe(scope Scope, buffer int) *Subscription {
+	c := make(chan Event, buffer)
+	s := &Subscription{C: c, c: c, scope: scope, hub: h}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+// Cursor returns the highest seq this hub has delivered.
+func (h *Hub) Cursor() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cursor
+}
+
+// Run listens until ctx ends, reconnecting after a lost connection. A one-second tick numbers
+// and delivers events even if a notification was missed.
+func (h *Hub) Run(ctx context.Context) error {
+	if last, err := HighMark(ctx, h.db); err == nil {
+		h.mu.Lock()
+		h.cursor = last
+		h.mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); h.listenLoop(ctx) }()
+	go func() { defer wg.Done(); h.workLoop(ctx) }()
+	wg.Wait()
+	h.mu.Lock()
+	for s := range h.subs {
+		s.closed = true
+		close(s.c)
+		delete(h.subs, s)
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *Hub) listenLoop(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("change feed listener lost its connection, reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (h *Hub) listenOnce(ctx context.Context) error {
+	conn, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The connection carries LISTEN state; never hand it back to the pool.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+	}()
+	for _, ch := range []string{pendingChannel, eventsChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return err
+		}
+	}
+	h.readyOne.Do(func() { close(h.ready) })
+	// Catch up on whatever happened while not listening.
+	signal(h.sequence)
+	signal(h.kick)
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Channel == pendingChannel {
+			signal(h.sequence)
+		} else {
+			signal(h.kick)
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) workLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.sequence:
+			if _, n, err := Sequence(ctx, h.db); err != nil {
+				if ctx.Err() == nil {
+					h.log.Warn("sequence events", "err", err)
+				}
+			} else if n > 0 {
+				h.deliver(ctx)
+			}
+		case <-h.kick:
+			h.deliver(ctx)
+		case <-tick.C:
+			if _, _, err := Sequence(ctx, h.db); err != nil && ctx.Err() == nil {
+				h.log.Warn("sequence events", "err", err)
+			}
+			h.deliver(ctx)
+		}
+	}
+}
+
+// deliver reads numbered events after the cursor and hands them to subscribers.
+func (h *Hub) deliver(ctx context.Context) {
+	for {
+		events, err := Replay(ctx, h.db, h.Cursor(), Scope{AllOrgs: true}, 1000)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("read new events", "err", err)
+			}
+			return
+		}
+		if len(events) == 0 {
+			return
+		}
+		h.mu.Lock()
+		for _, e := range events {
+			for s := range h.subs {
+				if !s.scope.Allows(e) {
+					continue
+				}
+				select {
+				case s.c <- e:
+				default:
+					s.lagged = true
+					s.closed = true
+					delete(h.subs, s)
+					close(s.c)
+				}
+			}
+		}
+		h.cursor = events[len(events)-1].Seq
+		h.mu.Unlock()
+		if len(events) < 1000 {
+			return
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/jobs/deferred"
+)
+
+// KindPromptExecute is the deferred-operation kind of a prompt job.
+const KindPromptExecute = "prompt.execute"
+
+// OwnerPromptRuntime is the component that owns prompt jobs.
+const OwnerPromptRuntime = "asterion.jobs"
+
+// StatusDocOf builds the deferred-operation-status.v1 document of a registry row.
+func StatusDocOf(op db.Operation) (deferred.StatusDoc, error) {
+	st, err := deferred.ParseStatus(op.Status)
+	if err != nil {
+		return deferred.StatusDoc{}, err
+	}
+	updated := op.UpdatedAt
+	switch {
+	case !st.Terminal():
+		cancel := deferred.Cancelable(deferred.CancelHref(op.ID))
+		if op.CancelUnavailableReason != nil {
+			cancel = deferred.NotCancelable(*op.CancelUnavailableReason)
+		}
+		return deferred.NewActiveStatus(op.ID, op.Kind, st, updated, op.ExpiresAt, op.RetryAfterSeconds, cancel)
+	case st == deferred.StatusCompleted:
+		result := op.Result
+		if len(result) == 0 {
+			result = json.RawMessage(`{}`)
+		}
+		return deferred.NewCompletedStatus(op.ID, op.Kind, updated, op.ExpiresAt, result)
+	case st == deferred.StatusCancelled:
+		return deferred.NewCancelledStatus(op.ID, op.Kind, updated, op.ExpiresAt)
+	}
+	info := deferred.ErrorInfo{Kind: "unknown", Message: "no detail recorded"}
+	if op.LastErrorKind != nil {
+		info.Kind = *op.LastErrorKind
+	}
+	if op.LastErrorMessage != nil && *op.LastErrorMessage != "" {
+		info.Message = *op.LastErrorMessage
+	}
+	return deferred.NewFailedStatus(op.ID, op.Kind, st, updated, op.ExpiresAt, info)
+}
+
+// appendHistory adds the digest-chained history entry for op's current status.
+func appendHistory(ctx context.Context, tx bun.IDB, op db.Operation) error {
+	doc, err := StatusDocOf(op)
+	if err != nil {
+		return fmt.Errorf("status document of operation %s: %w", op.ID, err)
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("marshal status of operation %s: %w", op.ID, err)
+	}
+	var prevRow db.OperationHistory
+	var prev *deferred.HistoryEntry
+	err = tx.NewSelect().Model(&prevRow).Where("operation_id = ?", op.ID).OrderExpr("seq DESC").Limit(1).Scan(ctx)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("read history of operation %s: %w", op.ID, err)
+	default:
+		p := historyEntryOf(prevRow)
+		prev = &p
+	}
+	seq := int64(1)
+	if prev != nil {
+		seq = prev.Seq + 1
+	}
+	st, _ := deferred.ParseStatus(op.Status)
+	e, err := deferred.NewHistoryEntry(prev, seq, st, op.UpdatedAt, raw)
+	if err != nil {
+		return fmt.Errorf("history entry of operation %s: %w", op.ID, err)
+	}
+	row := db.OperationHistory{OperationID: op.ID, Seq: e.Seq, Status: string(e.Status), At: e.At,
+		DocDigest: e.DocDigest, PrevDigest: e.PrevDigest, EntryDigest: e.EntryDigest}
+	if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
+		return fmt.Errorf("append history of operation %s: %w", op.ID, err)
+	}
+	return nil
+}
+
+func historyEntryOf(r db.OperationHistory) deferred.HistoryEntry {
+	return deferred.HistoryEntry{Seq: r.Seq, Status: deferred.Status(r.Status), At: r.At,
+		DocDigest: r.DocDigest, PrevDigest: r.PrevDigest, EntryDigest: r.EntryDigest}
+}
+
+// recordAccepted writes the registry row of a newly accepted operation and its first history
+// entry, inside the caller's transaction.
+func recordAccepted(ctx context.Context, tx bun.IDB, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
+	subject, err := json.Marshal(h.Subject)
+	if err != nil {
+		return db.Operation{}, err
+	}
+	op := db.Operation{ID: h.OperationID, Kind: h.Kind, Owner: h.Owner, Status: string(h.Status), OrgID: orgID,
+		CreatedBy: userID, Subject: subject, CorrelationID: correlation, AcceptedAt: h.AcceptedAt,
+		ExpiresAt: h.ExpiresAt, RetryAfterSeconds: h.RetryAfterSeconds, UpdatedAt: h.AcceptedAt,
+		NextPollAt: h.AcceptedAt.Add(time.Duration(h.RetryAfterSeconds) * time.Second)}
+	if !h.Cancel.IsCancelable() {
+		r := h.Cancel.UnavailableReason()
+		op.CancelUnavailableReason = &r
+	}
+	if _, err := tx.NewInsert().Model(&op).Exec(ctx); err != nil {
+		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
+	}
+	if err := appendHistory(ctx, tx, op); err != nil {
+		return db.Operation{}, err
+	}
+	return op, nil
+}
+
+// updateOperation locks the registry row, applies change, and when the status moved writes
+// the row and appends a history entry. It returns the row as it now stands.
+func updateOperation(ctx context.Context, tx bun.IDB, id uuid.UUID, change func(op *db.Operation)) (db.Operation, error) {
+	var op db.Operation
+	if err := tx.NewSelect().Model(&op).Where("id = ?", id).For("UPDATE").Scan(ctx); err != nil {
+		return op, fmt.Errorf("lock operation %s: %w", id, err)
+	}
+	before := op
+	change(&op)
+	if op.Status == before.Status && op.SuccessorID == before.SuccessorID && op.Result == nil == (before.Result == nil) {
+		return op, nil
+	}
+	var now time.Time
+	if err := tx.QueryRowContext(ctx, "SELECT now()").Scan(&now); err != nil {
+		return op, err
+	}
+	op.UpdatedAt = now
+	st, _ := deferred.ParseStatus(op.Status)
+	if st.Terminal() && op.TerminalAt == nil {
+		op.TerminalAt = &now
+	}
+	if _, err := tx.NewUpdate().Model(&op).WherePK().Exec(ctx); err != nil {
+		return op, fmt.Errorf("update operation %s: %w", id, err)
+	}
+	if op.Status != before.Status {
+		if err := appendHistory(ctx, tx, op); err != nil {
+			return op, err
+		}
+	}
+	return op, nil
+}
+
+// operationStatusOf maps a prompt job onto its operation's status: the one table of
+// CONTRACT.md's mapping. A superseded job leaves the operation's terminal status alone.
+//
+//	queued → pending, running → running, succeeded → completed,
+//	failed → timed-out when error_kind is stuck or timeout, else failed,
+//	cancelled → expired when error_kind is expired, else cancelled.
+func operationStatusOf(j db.Job, current string) string {
+	switch State(j.State) {
+	case StateQueued:
+		return string(deferred.StatusPending)
+	case StateRunning:
+		return string(deferred.StatusRunning)
+	case StateSucceeded:
+		return string(deferred.StatusCompleted)
+	case StateFailed:
+		if k := deref(j.ErrorKind); k == KindStuck || k == "timeout" {
+			return string(deferred.StatusTimedOut)
+		}
+		return string(deferred.StatusFailed)
+	case StateCancelled:
+		if deref(j.ErrorKind) == KindExpired {
+			return string(deferred.StatusExpired)
+		}
+		return string(deferred.StatusCancelled)
+	}
+	return current
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

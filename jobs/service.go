@@ -1,0 +1,151 @@
+package jobs
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/uptrace/bun"
+
+	"asterion/jobs/deferred"
+	"asterion/jobs/feed"
+	"asterion/jobs/provider"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrNotFound means no such job or prompt in the caller's view (another org's id included).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means the job's state does not allow the action (cancel a terminal job,
+	// retry a running one).
+	ErrConflict = errors.New("conflict with the job's state")
+	// ErrIdempotencyConflict means an Idempotency-Key was reused with a different body.
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	// ErrInvalid wraps a ValidationError.
+	ErrInvalid = errors.New("invalid request")
+)
+
+// ValidationError names each field that broke a rule.
+type ValidationError struct{ Fields map[string]string }
+
+func (e *ValidationError) Error() string { return fmt.Sprintf("invalid request: %v", e.Fields) }
+
+// Unwrap lets errors.Is(err, ErrInvalid) match.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// Config configures the Service.
+type Config struct {
+	DB       *bun.DB
+	Provider provider.Provider
+	Logger   *slog.Logger
+	// Policy clamps operation TTL and retry hints (default deferred.DefaultPolicy()).
+	Policy deferred.Policy
+	// HeartbeatInterval is how often a running job proves it is alive (default 30 s).
+	HeartbeatInterval time.Duration
+	// StaleAfter is the heartbeat age after which a running job is reclaimed (default 5 min).
+	StaleAfter time.Duration
+	// StuckAfter is how long a job may have been started before a reclaim fails it as stuck
+	// instead of re-queuing it (default 15 min).
+	StuckAfter time.Duration
+	// Now and Rand are injectable for tests.
+	Now  func() time.Time
+	Rand func() float64
+}
+
+// Service is the execution core shared by the API, the workers and the command line.
+type Service struct {
+	cfg    Config
+	db     *bun.DB
+	log    *slog.Logger
+	insert *river.Client[*sql.Tx]
+}
+
+// NewService validates cfg and builds the insert-only River client that enqueues inside bun
+// transactions (DESIGN.md: a full River client over pgdriver never wins leader election).
+func NewService(cfg Config) (*Service, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("jobs: Config.DB is required")
+	}
+	if cfg.Provider == nil {
+		return nil, errors.New("jobs: Config.Provider is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Policy == (deferred.Policy{}) {
+		cfg.Policy = deferred.DefaultPolicy()
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 30 * time.Second
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 5 * time.Minute
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 15 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	ins, err := river.NewClient(riverdatabasesql.New(cfg.DB.DB), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
+	}
+	return &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins}, nil
+}
+
+// Provider returns the provider jobs run against.
+func (s *Service) Provider() provider.Provider { return s.cfg.Provider }
+
+// Viewer is who asks: it decides which jobs and prompts are visible.
+type Viewer struct {
+	OrgID  int64
+	UserID int64
+	// OrgWide sees every job of its org (operators).
+	OrgWide bool
+	// AllOrgs sees every org (admins).
+	AllOrgs bool
+}
+
+// Scope returns the change-feed scope of v.
+func (v Viewer) Scope() feed.Scope {
+	sc := feed.Scope{OrgID: v.OrgID, AllOrgs: v.AllOrgs}
+	if !v.OrgWide && !v.AllOrgs {
+		sc.UserID = v.UserID
+	}
+	return sc
+}
+
+// where limits a query on a table with org_id and created_by columns to what v may see.
+func (v Viewer) where(q *bun.SelectQuery, alias string) *bun.SelectQuery {
+	if v.AllOrgs {
+		return q
+	}
+	q = q.Where(alias+".org_id = ?", v.OrgID)
+	if !v.OrgWide {
+		q = q.Where(alias+".created_by = ?", v.UserID)
+	}
+	return q
+}
+
+// sees reports whether v may see an object of org and creator.
+func (v Viewer) sees(orgID, createdBy int64) bool {
+	if v.AllOrgs {
+		return true
+	}
+	if orgID != v.OrgID {
+		return false
+	}
+	return v.OrgWide || createdBy == v.UserID
+}

@@ -1,0 +1,318 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/jobs/deferred"
+)
+
+// Limits of a submitted prompt (CONTRACT.md).
+const (
+	MaxPromptChars    = 32768
+	DefaultPriority   = 50
+	DefaultMaxAttempt = 3
+	MaxMaxAttempts    = 10
+	// DefaultRetryAfterSeconds is the polling hint of a prompt operation.
+	DefaultRetryAfterSeconds = 2
+)
+
+// ExecutionOptions are the recognised execution options of a prompt.
+type ExecutionOptions struct {
+	Model          string `json:"model,omitempty"`
+	PreferProvider string `json:"prefer_provider,omitempty"`
+	Depth          *int   `json:"depth,omitempty"`
+	RouterModel    string `json:"router_model,omitempty"`
+}
+
+// SubmitRequest asks for a prompt to be run.
+type SubmitRequest struct {
+	Viewer         Viewer
+	Prompt         string
+	ParentID       *uuid.UUID
+	Priority       *int
+	MaxAttempts    *int
+	Options        ExecutionOptions
+	IdempotencyKey string
+}
+
+// Submitted is the answer to an accepted prompt.
+type Submitted struct {
+	PromptID  uuid.UUID
+	JobID     uuid.UUID
+	State     State
+	Operation deferred.Handle
+	// Replayed is true when an Idempotency-Key returned an earlier submission.
+	Replayed bool
+}
+
+// validate checks every field rule and normalises defaults.
+func (r *SubmitRequest) validate() error {
+	fields := map[string]string{}
+	text := strings.TrimSpace(r.Prompt)
+	switch n := utf8.RuneCountInString(text); {
+	case !utf8.ValidString(r.Prompt):
+		fields["prompt"] = "must be valid UTF-8"
+	case n == 0:
+		fields["prompt"] = "is required and must not be blank"
+	case n > MaxPromptChars:
+		fields["prompt"] = fmt.Sprintf("must be at most %d characters, got %d", MaxPromptChars, n)
+	}
+	r.Prompt = text
+	if r.Priority == nil {
+		p := DefaultPriority
+		r.Priority = &p
+	} else if *r.Priority < 0 || *r.Priority > 100 {
+		fields["priority"] = "must be between 0 and 100"
+	}
+	if r.MaxAttempts == nil {
+		m := DefaultMaxAttempt
+		r.MaxAttempts = &m
+	} else if *r.MaxAttempts < 1 || *r.MaxAttempts > MaxMaxAttempts {
+		fields["max_attempts"] = fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)
+	}
+	o := r.Options
+	for name, v := range map[string]string{"model": o.Model, "prefer_provider": o.PreferProvider, "router_model": o.RouterModel} {
+		if len(v) > 200 {
+			fields["options."+name] = "must be at most 200 characters"
+		}
+	}
+	if o.Depth != nil && (*o.Depth < 0 || *o.Depth > 64) {
+		fields["options.depth"] = "must be between 0 and 64"
+	}
+	if r.IdempotencyKey != "" {
+		if msg := checkIdempotencyKey(r.IdempotencyKey); msg != "" {
+			fields["Idempotency-Key"] = msg
+		}
+	}
+	if len(fields) > 0 {
+		return &ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+func checkIdempotencyKey(k string) string {
+	if len(k) > 255 {
+		return "must be 1..255 characters"
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "must be visible ASCII characters only"
+		}
+	}
+	return ""
+}
+
+// requestHash fingerprints the normalised request for Idempotency-Key comparison.
+func (r *SubmitRequest) requestHash() string {
+	b, _ := json.Marshal(struct {
+		Prompt      string           `json:"prompt"`
+		ParentID    *uuid.UUID       `json:"parent_id"`
+		Priority    int              `json:"priority"`
+		MaxAttempts int              `json:"max_attempts"`
+		Options     ExecutionOptions `json:"options"`
+	}{r.Prompt, r.ParentID, *r.Priority, *r.MaxAttempts, r.Options})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Submit accepts a prompt: in one transaction the prompt entity, the queued job, the registry
+// row (pending) and the River job. A client mistake returns a ValidationError and writes
+// nothing.
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
+	if err := req.validate(); err != nil {
+		return Submitted{}, err
+	}
+	var out Submitted
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if req.IdempotencyKey != "" {
+			prior, found, err := s.claimIdempotencyKey(ctx, tx, req)
+			if err != nil || found {
+				out = prior
+				return err
+			}
+		}
+		correlation := uuid.New()
+		promptID := uuid.New()
+		if req.ParentID != nil {
+			var parent db.Entity
+			err := tx.NewSelect().Model(&parent).Where("id = ?", *req.ParentID).Scan(ctx)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && !req.Viewer.sees(parent.OrgID, parent.CreatedBy)) {
+				return &ValidationError{Fields: map[string]string{"parent_id": "no such entity visible to you"}}
+			}
+			if err != nil {
+				return fmt.Errorf("find parent %s: %w", *req.ParentID, err)
+			}
+			correlation = parent.CorrelationID
+		} else {
+			correlation = promptID
+		}
+		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: correlation,
+			ParentID: req.ParentID, CausationID: req.ParentID, TruthClass: "authored", StateClass: "open",
+			OrgID: req.Viewer.OrgID, CreatedBy: req.Viewer.UserID}
+		if _, err := tx.NewInsert().Model(&prompt).Exec(ctx); err != nil {
+			return fmt.Errorf("insert prompt: %w", err)
+		}
+		opts, _ := json.Marshal(req.Options)
+		job, handle, err := s.enqueueTx(ctx, tx, newJob{
+			promptID: promptID, priority: *req.Priority, maxAttempts: *req.MaxAttempts, options: opts,
+			orgID: req.Viewer.OrgID, userID: req.Viewer.UserID, correlation: correlation,
+			idempotencyKey: req.IdempotencyKey,
+		})
+		if err != nil {
+			return err
+		}
+		if req.IdempotencyKey != "" {
+			if _, err := tx.NewUpdate().Table("sa_idempotency").Set("prompt_id = ?, job_id = ?", promptID, job.ID).
+				Where("user_id = ? AND key = ?", req.Viewer.UserID, req.IdempotencyKey).Exec(ctx); err != nil {
+				return fmt.Errorf("record idempotency key: %w", err)
+			}
+		}
+		out = Submitted{PromptID: promptID, JobID: job.ID, State: StateQueued, Operation: handle}
+		return nil
+	})
+	if err != nil {
+		return Submitted{}, err
+	}
+	return out, nil
+}
+
+// claimIdempotencyKey reserves the key for this request, or returns the earlier submission
+// made with it. A concurrent twin waits on the key's row until the first commits.
+func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req SubmitRequest) (Submitted, bool, error) {
+	hash := req.requestHash()
+	res, err := tx.ExecContext(ctx, `INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO NOTHING`,
+		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil)
+	if err != nil {
+		return Submitted{}, false, fmt.Errorf("reserve idempotency key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return Submitted{}, false, nil
+	}
+	var prior struct {
+		RequestHash string    `bun:"request_hash"`
+		PromptID    uuid.UUID `bun:"prompt_id"`
+		JobID       uuid.UUID `bun:"job_id"`
+	}
+	if err := tx.NewSelect().Table("sa_idempotency").Column("request_hash", "prompt_id", "job_id").
+		Where("user_id = ? AND key = ?", req.Viewer.UserID, req.IdempotencyKey).Scan(ctx, &prior); err != nil {
+		return Submitted{}, false, fmt.Errorf("read idempotency key: %w", err)
+	}
+	if prior.RequestHash != hash {
+		return Submitted{}, true, ErrIdempotencyConflict
+	}
+	var job db.Job
+	if err := tx.NewSelect().Model(&job).Where("id = ?", prior.JobID).Scan(ctx); err != nil {
+		return Submitted{}, true, fmt.Errorf("read job of idempotency key: %w", err)
+	}
+	var op db.Operation
+	if err := tx.NewSelect().Model(&op).Where("id = ?", *job.OperationID).Scan(ctx); err != nil {
+		return Submitted{}, true, fmt.Errorf("read operation of idempotency key: %w", err)
+	}
+	return Submitted{PromptID: prior.PromptID, JobID: prior.JobID, State: State(job.State),
+		Operation: handleOf(op), Replayed: true}, true, nil
+}
+
+// handleOf rebuilds the handle as it was issued at acceptance.
+func handleOf(op db.Operation) deferred.Handle {
+	subject := map[string]string{}
+	_ = json.Unmarshal(op.Subject, &subject)
+	cancel := deferred.Cancelable(deferred.CancelHref(op.ID))
+	if op.CancelUnavailableReason != nil {
+		cancel = deferred.NotCancelable(*op.CancelUnavailableReason)
+	}
+	return deferred.Handle{OperationID: op.ID, Kind: op.Kind, Owner: op.Owner, Status: deferred.StatusPending,
+		AcceptedAt: deferred.NormalizeTime(op.AcceptedAt), ExpiresAt: deferred.NormalizeTime(op.ExpiresAt),
+		RetryAfterSeconds: op.RetryAfterSeconds, StatusHref: deferred.StatusHref(op.ID), Cancel: cancel,
+		CorrelationID: op.CorrelationID.String(), Subject: subject}
+}
+
+// newJob describes a job to enqueue.
+type newJob struct {
+	promptID       uuid.UUID
+	priority       int
+	maxAttempts    int
+	options        json.RawMessage
+	orgID, userID  int64
+	correlation    uuid.UUID
+	supersedes     *uuid.UUID
+	idempotencyKey string
+}
+
+// PromptArgs are the River job arguments: the vehicle carries only the sa_job id (and its
+// priority, so a worker with a priority ceiling can decline without a query).
+type PromptArgs struct {
+	JobID    uuid.UUID `json:"job_id"`
+	Priority int       `json:"priority"`
+}
+
+// Kind is the River job kind.
+func (PromptArgs) Kind() string { return KindPromptExecute }
+
+// QueuePrompts is the River queue of prompt jobs.
+const QueuePrompts = "prompts"
+
+// vehicleMaxAttempts bounds River's own retries, which happen only after infrastructure errors
+// (a lost database connection while finalising); job retries are snoozes that River does not
+// count (see Worker).
+const vehicleMaxAttempts = 25
+
+// enqueueTx writes a queued job with its registry row and its River vehicle in tx.
+func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, nj newJob) (db.Job, deferred.Handle, error) {
+	jobID := uuid.New()
+	subject := map[string]string{"prompt_id": nj.promptID.String(), "job_id": jobID.String()}
+	key := ""
+	if nj.idempotencyKey != "" {
+		key = fmt.Sprintf("%d:%s", nj.userID, nj.idempotencyKey)
+	}
+	now, err := txNow(ctx, tx)
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, err
+	}
+	handle, err := deferred.NewHandle(deferred.HandleRequest{Kind: KindPromptExecute, Owner: OwnerPromptRuntime,
+		Subject: subject, IdempotencyKey: key, CorrelationID: nj.correlation.String(),
+		RetryAfterSeconds: DefaultRetryAfterSeconds}, s.cfg.Policy, now)
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("build operation handle: %w", err)
+	}
+	res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: jobID, Priority: nj.priority}, &river.InsertOpts{
+		Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
+	})
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("enqueue river job: %w", err)
+	}
+	riverID := res.Job.ID
+	job := db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
+		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
+		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID}
+	if _, err := recordAccepted(ctx, tx, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
+		return db.Job{}, deferred.Handle{}, err
+	}
+	if _, err := tx.NewInsert().Model(&job).Returning("*").Exec(ctx); err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
+	}
+	if err := publishJob(ctx, tx, job, string(deferred.StatusPending)); err != nil {
+		return db.Job{}, deferred.Handle{}, err
+	}
+	return job, handle, nil
+}
+
+// txNow is the transaction's clock, so every timestamp written in it agrees.
+func txNow(ctx context.Context, tx bun.IDB) (t time.Time, err error) {
+	err = tx.QueryRowContext(ctx, "SELECT now()").Scan(&t)
+	return t, err
+}
