@@ -58,9 +58,12 @@ func (s *Server) logout(c *fiber.Ctx) error {
 	return c.Redirect("/login", fiber.StatusSeeOther)
 }
 
-// safeNext keeps redirects on this site: only absolute paths, never //host or a scheme.
+// safeNext keeps redirects on this site: only absolute paths, never //host or a scheme, and no
+// control characters (browsers drop tabs and newlines, so "/\t/host" means "//host"; a newline
+// would also split the Location header).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.HasPrefix(next, "/login") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.HasPrefix(next, "/login") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "/mission"
 	}
 	return next

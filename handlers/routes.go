@@ -24,6 +24,14 @@ func (s *Server) routes() []Route {
 		{"POST", "/logout", Member, Page, s.logout},
 
 		{"GET", "/admin/deferred-operations", Operator, Page, s.operationsPage},
+
+		{"POST", "/sa-core/v1/prompt", Member, API, s.submitPrompt},
+		{"GET", "/sa-core/v1/mission/recent", Member, API, s.missionRecent},
+		{"GET", "/sa-core/v1/mission/events", Member, API, s.missionEvents},
+		{"GET", "/sa-core/v1/jobs", Operator, API, s.listJobs},
+		{"GET", "/sa-core/v1/jobs/:id", Member, API, s.getJob},
+		{"POST", "/sa-core/v1/jobs/:id/cancel", Member, API, s.cancelJob},
+		{"POST", "/sa-core/v1/jobs/:id/retry", Member, API, s.retryJob},
 	}
 }
 

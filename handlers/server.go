@@ -22,6 +22,8 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"asterion/identity"
+	"asterion/jobs"
+	"asterion/jobs/feed"
 	"asterion/static"
 	"asterion/views"
 )
@@ -32,6 +34,9 @@ const BodyLimit = 256 * 1024
 // Deps are the server's collaborators, passed in explicitly.
 type Deps struct {
 	Identity *identity.Service
+	Jobs     *jobs.Service
+	// Hub fans change-feed events out to SSE streams.
+	Hub *feed.Hub
 	// Ready reports whether the database is reachable and migrations are current.
 	Ready    func(ctx context.Context) error
 	Logger   *slog.Logger
@@ -84,7 +89,7 @@ func New(deps Deps) *Server {
 // App exposes the Fiber app for tests.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until ctx ends, then shuts down gracefully within 10 s.
+// Serve serves on ln until ctx ends, then shuts down gracefully within 5 s (open SSE streams end at once).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.app.Listener(ln) }()
@@ -93,7 +98,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve http: %w", err)
 	case <-ctx.Done():
 	}
-	if err := s.app.ShutdownWithTimeout(10 * time.Second); err != nil {
+	if err := s.app.ShutdownWithTimeout(5 * time.Second); err != nil {
 		return fmt.Errorf("shut down http: %w", err)
 	}
 	return nil

@@ -49,6 +49,11 @@ func VerifyPassword(password, encoded string) (bool, error) {
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &mem, &iters, &threads); err != nil {
 		return false, ErrBadHash
 	}
+	// argon2 panics on zero iterations or lanes, and a corrupt hash must not make one sign-in
+	// allocate terabytes or run for hours.
+	if iters < 1 || iters > 100 || threads < 1 || mem > 1<<20 {
+		return false, ErrBadHash
+	}
 	salt, err := base64.RawStdEncoding.DecodeString(parts[4])
 	if err != nil {
 		return false, ErrBadHash

@@ -34,7 +34,7 @@ func (r Role) rank() int {
 }
 
 // Allows reports whether a user with role r may use something that needs role need.
-func (r Role) Allows(need Role) bool { return r.rank() >= need.rank() && r.rank() > 0 }
+func (r Role) Allows(need Role) bool { return r.rank() >= need.rank() && need.rank() > 0 }
 
 // Principal is who a request acts as.
 type Principal struct {

@@ -252,3 +252,15 @@ func (s *Service) Bootstrap(ctx context.Context, adminPassword string) (generate
 func isUniqueViolation(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "23505")
 }
+
+// PrincipalByName returns the principal of a named user (for the command line).
+func (s *Service) PrincipalByName(ctx context.Context, name string) (Principal, error) {
+	p, err := scanPrincipal(s.db.QueryRowContext(ctx, principalSelect+`WHERE u.name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Principal{}, fmt.Errorf("user %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("find user %q: %w", name, err)
+	}
+	return p, nil
+}

@@ -119,4 +119,3 @@ func audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, 
 	}
 	return nil
 }
-

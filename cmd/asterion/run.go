@@ -52,6 +52,8 @@ commands:
   org create NAME                                               create an org
   user create --org ORG --name NAME --role ROLE [--password-stdin]
   token create --user NAME                                      print a new API token
+  run-worker [--once] [--batch-size=N] [--priority-ceiling=N]   a worker process only
+  prompt run TEXT                                               run one prompt in-process and print the answer
   version                                                       print the version
 Every command takes --database-url (default $DATABASE_URL) and --json.`
 
@@ -83,6 +85,13 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 			return usagef("usage: asterion token create --user NAME")
 		}
 		return c.tokenCreate(ctx, rest[1:])
+	case "run-worker":
+		return c.runWorker(ctx, rest)
+	case "prompt":
+		if len(rest) == 0 || rest[0] != "run" {
+			return usagef("usage: asterion prompt run TEXT")
+		}
+		return c.promptRun(ctx, rest[1:])
 	case "version", "--version":
 		fmt.Fprintln(stdout, "asterion "+version)
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -13,6 +14,8 @@ import (
 	"asterion/db"
 	"asterion/handlers"
 	"asterion/identity"
+	"asterion/jobs"
+	"asterion/jobs/feed"
 )
 
 // serve migrates, bootstraps the first admin, then serves HTTP until ctx ends.
@@ -20,15 +23,24 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	fs := newFlags("serve")
 	cm := c.bindCommon(fs)
 	addr := fs.String("addr", envOr(c.getenv, "ASTERION_ADDR", "127.0.0.1:8080"), "listen address host:port")
+	workers := fs.Int("workers", 0, "prompt jobs run at once by the embedded pool (default $ASTERION_WORKERS or 10)")
+	noWorker := fs.Bool("no-worker", false, "serve HTTP only; run workers with asterion run-worker")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
+	if *workers < 0 || *workers > 1000 {
+		return usagef("serve: --workers must be 1..1000")
+	}
 	_, _, verr := cm.validate(c.getenv)
-	if err := errors.Join(verr, validateAddr(*addr)); err != nil {
+	st, serr := c.jobsSettings()
+	if err := errors.Join(verr, serr, validateAddr(*addr)); err != nil {
 		return err
+	}
+	if *workers == 0 {
+		*workers = st.workers
 	}
 	// Take the port before touching the database, so a port in use fails at once.
 	ln, err := net.Listen("tcp", *addr)
@@ -64,6 +76,26 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		log.Info("created org default and user admin with the password from ASTERION_ADMIN_PASSWORD")
 	}
 
+	svc, err := c.newJobsService(cn, st)
+	if err != nil {
+		return err
+	}
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	hub := feed.NewHub(cn.pool, cn.bun, log)
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	defer func() { stopHub(); <-hubDone }()
+	var runtime *jobs.Runtime
+	if !*noWorker {
+		runtime, err = newRuntime(svc, cn, st, *workers, -1, 0)
+		if err != nil {
+			return err
+		}
+		if err := runtime.Start(ctx); err != nil {
+			return err
+		}
+		log.Info("worker pool started", "workers", *workers, "worker_id", runtime.ID())
+	}
 	migrator, err := db.NewMigrator(cn.bun, cn.pool)
 	if err != nil {
 		return err
@@ -72,6 +104,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := handlers.New(handlers.Deps{
 		Identity: ids,
+		Jobs:     svc,
+		Hub:      hub,
 		Logger:   log,
 		Registry: reg,
 		Version:  version,
@@ -87,5 +121,12 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		},
 	})
 	log.Info("serving", "addr", ln.Addr().String(), "database", cn.url.Redacted())
-	return srv.Serve(ctx, ln)
+	serveErr := srv.Serve(ctx, ln)
+	if runtime != nil {
+		if err := runtime.Stop(context.WithoutCancel(ctx), 3*time.Second); err != nil {
+			log.Warn("stop workers", "err", err)
+		}
+	}
+	log.Info("stopped")
+	return serveErr
 }

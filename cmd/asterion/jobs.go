@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"asterion/jobs"
+	"asterion/jobs/deferred"
+	"asterion/jobs/provider"
+)
+
+// jobsSettings are the execution knobs read from the environment; the defaults are the
+// design's (30 s heartbeat, 5 min stale, 15 min stuck).
+type jobsSettings struct {
+	heartbeat, staleAfter, stuckAfter, reclaimEvery, jobTimeout, maxTTL time.Duration
+	workers                                                             int
+}
+
+func (c *cli) jobsSettings() (jobsSettings, error) {
+	var errs []error
+	dur := func(key string, def time.Duration) time.Duration {
+		v := c.getenv(key)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: want a positive duration like 30s, got %q", key, v))
+			return def
+		}
+		return d
+	}
+	st := jobsSettings{
+		heartbeat:    dur("ASTERION_HEARTBEAT_INTERVAL", 30*time.Second),
+		staleAfter:   dur("ASTERION_STALE_AFTER", 5*time.Minute),
+		stuckAfter:   dur("ASTERION_STUCK_AFTER", 15*time.Minute),
+		reclaimEvery: dur("ASTERION_RECLAIM_EVERY", time.Minute),
+		jobTimeout:   dur("ASTERION_JOB_TIMEOUT", provider.DefaultOpenAITimeout+30*time.Second),
+		maxTTL:       dur("ASTERION_OPERATION_MAX_TTL", deferred.DefaultMaxTTL),
+		workers:      10,
+	}
+	if v := c.getenv("ASTERION_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			errs = append(errs, fmt.Errorf("ASTERION_WORKERS: want 1..1000, got %q", v))
+		} else {
+			st.workers = n
+		}
+	}
+	return st, errors.Join(errs...)
+}
+
+// newJobsService builds the execution core with the configured provider.
+func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
+	prov, err := provider.FromEnv(c.getenv)
+	if err != nil {
+		return nil, err
+	}
+	policy := deferred.DefaultPolicy()
+	policy.MaxTTL = st.maxTTL
+	policy.DefaultTTL = st.maxTTL
+	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
+		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter})
+}
+
+// newRuntime builds a worker pool.
+func newRuntime(svc *jobs.Service, cn *conn, st jobsSettings, workers, ceiling, batch int) (*jobs.Runtime, error) {
+	return jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: cn.pool, Workers: workers, PriorityCeiling: ceiling,
+		BatchSize: batch, ReclaimEvery: st.reclaimEvery, JobTimeout: st.jobTimeout})
+}

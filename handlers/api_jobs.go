@@ -1,0 +1,112 @@
+package handlers
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"asterion/jobs"
+)
+
+// getJob is GET /sa-core/v1/jobs/{id}: the job and every job of its prompt, oldest first.
+func (s *Server) getJob(c *fiber.Ctx) error {
+	id, ok := pathUUID(c, "id")
+	if !ok {
+		return problem(c, fiber.StatusNotFound, "no such job")
+	}
+	d, err := s.deps.Jobs.GetJob(c.UserContext(), viewerOf(principalOf(c)), id)
+	if err != nil {
+		return s.jobsError(c, err)
+	}
+	hist := make([]jobJSON, len(d.History))
+	for i, h := range d.History {
+		hist[i] = toJobJSON(h)
+	}
+	return c.JSON(struct {
+		jobJSON
+		History []jobJSON `json:"history"`
+	}{toJobJSON(d.Job), hist})
+}
+
+// listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).
+func (s *Server) listJobs(c *fiber.Ctx) error {
+	p := principalOf(c)
+	fields := map[string]string{}
+	f := jobs.JobFilter{Cursor: c.Query("cursor")}
+	if v := c.Query("state"); v != "" {
+		st, err := jobs.ParseState(v)
+		if err != nil {
+			fields["state"] = "must be one of queued, running, succeeded, failed, cancelled, superseded"
+		}
+		f.State = st
+	}
+	if v := c.Query("org"); v != "" {
+		org, err := s.deps.Identity.OrgByName(c.UserContext(), v)
+		switch {
+		case err != nil || (!p.SeesAllOrgs() && org.ID != p.OrgID):
+			// Another org's name answers like a missing one.
+			f.OrgID = -1
+		default:
+			f.OrgID = org.ID
+		}
+	}
+	if v := c.Query("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			fields["since"] = "must be an RFC 3339 time"
+		}
+		f.Since = &t
+	}
+	limit, ok := queryInt(c, "limit", 100, 1, 500)
+	if !ok {
+		fields["limit"] = "must be an integer between 1 and 500"
+	}
+	f.Limit = limit
+	if len(fields) > 0 {
+		return validationProblem(c, fields)
+	}
+	list, next, err := s.deps.Jobs.ListJobs(c.UserContext(), viewerOf(p), f)
+	if err != nil {
+		return s.jobsError(c, err)
+	}
+	items := make([]jobJSON, len(list))
+	for i, j := range list {
+		items[i] = toJobJSON(j)
+	}
+	var nextCursor any
+	if next != "" {
+		nextCursor = next
+	}
+	return c.JSON(fiber.Map{"items": items, "next_cursor": nextCursor})
+}
+
+// cancelJob is POST /sa-core/v1/jobs/{id}/cancel.
+func (s *Server) cancelJob(c *fiber.Ctx) error {
+	id, ok := pathUUID(c, "id")
+	if !ok {
+		return problem(c, fiber.StatusNotFound, "no such job")
+	}
+	p := principalOf(c)
+	job, err := s.deps.Jobs.Cancel(c.UserContext(), viewerOf(p), id, actorOf(p))
+	if err != nil {
+		return s.jobsError(c, err)
+	}
+	return c.JSON(toJobJSON(job))
+}
+
+// retryJob is POST /sa-core/v1/jobs/{id}/retry: 202 with the new job and its operation.
+func (s *Server) retryJob(c *fiber.Ctx) error {
+	id, ok := pathUUID(c, "id")
+	if !ok {
+		return problem(c, fiber.StatusNotFound, "no such job")
+	}
+	p := principalOf(c)
+	out, err := s.deps.Jobs.Retry(c.UserContext(), viewerOf(p), id, actorOf(p))
+	if err != nil {
+		return s.jobsError(c, err)
+	}
+	c.Set(fiber.HeaderLocation, out.Operation.StatusHref)
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(out.Operation.RetryAfterSeconds))
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"job": toJobJSON(out.Job), "operation": out.Operation})
+}

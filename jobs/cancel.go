@@ -1,0 +1,79 @@
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+)
+
+// Actor names who acts, for the audit trail.
+type Actor struct {
+	UserID *int64
+	Name   string
+}
+
+// lockVisible locks a job the viewer may see, or returns ErrNotFound (also for another org's
+// id, so existence never leaks).
+func lockVisible(ctx context.Context, tx bun.Tx, v Viewer, id uuid.UUID) (db.Job, error) {
+	var job db.Job
+	err := tx.NewSelect().Model(&job).Where("id = ?", id).For("UPDATE").Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(job.OrgID, job.CreatedBy)) {
+		return db.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return db.Job{}, fmt.Errorf("lock job %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Cancel ends a queued or running job as cancelled. A queued job never runs; a running job's
+// adapter call is abandoned through River's job cancellation, whichever process runs it, and
+// its late result is dropped because finalising requires state running. A terminal job gives
+// ErrConflict.
+func (s *Service) Cancel(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (db.Job, error) {
+	var out db.Job
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		job, err := lockVisible(ctx, tx, v, id)
+		if err != nil {
+			return err
+		}
+		out, err = s.cancelTx(ctx, tx, job, "", actor)
+		return err
+	})
+	return out, err
+}
+
+// cancelTx cancels a locked job; errorKind marks why (KindExpired for an expired operation).
+func (s *Service) cancelTx(ctx context.Context, tx bun.Tx, job db.Job, errorKind string, actor Actor) (db.Job, error) {
+	if State(job.State).Terminal() {
+		return db.Job{}, fmt.Errorf("cancel job %s: it is %s: %w", job.ID, job.State, ErrConflict)
+	}
+	out, err := s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateQueued, StateRunning}, to: StateCancelled,
+		set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			q = q.Set("finished_at = now()")
+			if errorKind != "" {
+				q = q.Set("error_kind = ?", errorKind).Set("error_message = ?", "the operation expired before the work finished")
+			}
+			return q
+		}})
+	if errors.Is(err, errNoChange) {
+		return db.Job{}, fmt.Errorf("cancel job %s: %w", job.ID, ErrConflict)
+	}
+	if err != nil {
+		return db.Job{}, err
+	}
+	if job.RiverJobID != nil {
+		if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *job.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+			return db.Job{}, fmt.Errorf("cancel river job of %s: %w", job.ID, err)
+		}
+	}
+	return out, audit(ctx, tx, job.OrgID, actor.UserID, actor.Name, "job.cancelled", "job", job.ID.String(),
+		map[string]any{"from": job.State, "error_kind": errorKind})
+}

@@ -1,0 +1,283 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/jobs/provider"
+)
+
+// claimOutcome says what a worker should do with a vehicle it fetched.
+type claimOutcome int
+
+const (
+	// claimed: the job is now running under the returned claim.
+	claimed claimOutcome = iota
+	// claimDrop: nothing to run (terminal, cancelled, or a stale vehicle); end the vehicle.
+	claimDrop
+	// claimWait: a previous execution may still be alive; look again after the delay.
+	claimWait
+)
+
+// claimResult is the answer of claim.
+type claimResult struct {
+	outcome claimOutcome
+	job     db.Job
+	claim   string
+	wait    time.Duration
+	reason  string
+}
+
+// newClaim returns a claim token unique to one execution: the worker process id and a random
+// suffix, so two executions in one process never share a claim.
+func newClaim(workerID string) string {
+	return workerID + "/" + uuid.NewString()[:18]
+}
+
+// claim moves the job of a fetched vehicle to running under a fresh claim (§5 step 2). A
+// vehicle that is no longer the job's (the job was reclaimed onto a new one) is dropped. A job
+// still running under an older claim means that execution died (River re-fetched its vehicle
+// after a rescue): once its heartbeat is stale it is reclaimed in place.
+func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, workerID string) (claimResult, error) {
+	var res claimResult
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var job db.Job
+		if err := tx.NewSelect().Model(&job).Where("id = ?", jobID).For("UPDATE").Scan(ctx); err != nil {
+			return fmt.Errorf("lock job %s: %w", jobID, err)
+		}
+		if job.RiverJobID == nil || *job.RiverJobID != riverJobID {
+			res = claimResult{outcome: claimDrop, reason: "stale vehicle: the job moved to another river job"}
+			return nil
+		}
+		switch State(job.State) {
+		case StateQueued:
+		case StateRunning:
+			now, err := txNow(ctx, tx)
+			if err != nil {
+				return err
+			}
+			age := s.cfg.StaleAfter
+			if job.RunningHeartbeatAt != nil {
+				age = now.Sub(*job.RunningHeartbeatAt)
+			}
+			if age < s.cfg.StaleAfter {
+				res = claimResult{outcome: claimWait, wait: s.cfg.StaleAfter - age, reason: "previous execution may be alive"}
+				return nil
+			}
+			requeued, err := s.reclaimTx(ctx, tx, job, now, false)
+			if err != nil {
+				return err
+			}
+			if State(requeued.State) != StateQueued {
+				res = claimResult{outcome: claimDrop, job: requeued, reason: "previous execution died and the job is stuck"}
+				return nil
+			}
+			job = requeued
+		default:
+			res = claimResult{outcome: claimDrop, job: job, reason: "job is " + job.State}
+			return nil
+		}
+		claim := newClaim(workerID)
+		claimedJob, err := s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateQueued}, to: StateRunning,
+			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+				return q.Set("worker_claim = ?", claim).Set("claimed_at = now()").Set("started_at = now()").
+					Set("running_heartbeat_at = now()").Set("finished_at = NULL")
+			}})
+		if err != nil {
+			return err
+		}
+		res = claimResult{outcome: claimed, job: claimedJob, claim: claim}
+		return nil
+	})
+	return res, err
+}
+
+// heartbeat proves the execution is alive. It reports false when the job is no longer running
+// under claim (cancelled or reclaimed), so the caller can abandon the adapter call.
+func (s *Service) heartbeat(ctx context.Context, jobID uuid.UUID, claim string) (bool, error) {
+	res, err := s.db.NewUpdate().Model((*db.Job)(nil)).Set("running_heartbeat_at = now()").
+		Where("id = ? AND state = ? AND worker_claim = ?", jobID, StateRunning, claim).Exec(ctx)
+	if err != nil {
+		return true, fmt.Errorf("heartbeat job %s: %w", jobID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// outcome is how an execution ended, for the River worker to translate.
+type outcome struct {
+	// state is the job's state after finalising ("" when the result was dropped).
+	state State
+	// retryIn is the backoff when the job was re-queued.
+	retryIn time.Duration
+	// dropped is true when the job was no longer ours: the result was discarded.
+	dropped bool
+	err     error
+}
+
+// runClaimed runs the provider for a claimed job while heartbeating, then finalises (§5 step 4,
+// the design's run_claimed).
+func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string) outcome {
+	var prompt db.Entity
+	if err := s.db.NewSelect().Model(&prompt).Where("id = ?", job.PromptID).Scan(ctx); err != nil {
+		return outcome{err: fmt.Errorf("load prompt %s: %w", job.PromptID, err)}
+	}
+	var opts ExecutionOptions
+	_ = json.Unmarshal(job.ExecutionOptions, &opts)
+	callCtx, cancelCall := context.WithCancelCause(ctx)
+	defer cancelCall(nil)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		t := time.NewTicker(s.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-callCtx.Done():
+				return
+			case <-t.C:
+				ok, err := s.heartbeat(context.WithoutCancel(callCtx), job.ID, claim)
+				if err != nil {
+					s.log.Warn("heartbeat failed", "job_id", job.ID, "err", err)
+					continue
+				}
+				if !ok {
+					cancelCall(errClaimLost)
+					return
+				}
+			}
+		}
+	}()
+	started := time.Now()
+	depth := 0
+	if opts.Depth != nil {
+		depth = *opts.Depth
+	}
+	resp, err := s.cfg.Provider.Complete(callCtx, provider.Request{PromptID: job.PromptID.String(), JobID: job.ID.String(),
+		Attempt: job.Attempt, Text: prompt.Body, Options: provider.Options{Model: opts.Model,
+			PreferProvider: opts.PreferProvider, RouterModel: opts.RouterModel, Depth: depth}})
+	took := time.Since(started)
+	cancelCall(nil)
+	<-hbDone
+	// Finalising must happen even when the worker's context has just been cancelled.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err == nil {
+		return s.finishSuccess(fctx, job, claim, prompt, resp, took)
+	}
+	return s.finishFailure(fctx, job, claim, err)
+}
+
+var errClaimLost = errors.New("claim lost: the job was cancelled or reclaimed")
+
+// responseID derives the response entity id from (prompt_id, adapter_request_id) when the
+// provider gives a request id, so a duplicate write of one provider answer collides (§8).
+func responseID(promptID uuid.UUID, requestID string) uuid.UUID {
+	if requestID == "" {
+		return uuid.New()
+	}
+	return uuid.NewSHA1(promptID, []byte("adapter-request:"+requestID))
+}
+
+// finishSuccess writes the response entity, the flows-to edge, the ledger and audit rows and
+// the succeeded job in one transaction, only while the job is still running under claim.
+func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, prompt db.Entity, resp provider.Response, took time.Duration) outcome {
+	var final db.Job
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		rid := responseID(job.PromptID, resp.RequestID)
+		refs, _ := json.Marshal([]map[string]string{{"provider": resp.Provider, "model": resp.Model, "request_id": resp.RequestID, "job_id": job.ID.String()}})
+		res, err := tx.NewInsert().Model(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
+			ParentID: &prompt.ID, CausationID: &job.ID, SourceRefs: refs, TruthClass: "generated", StateClass: "settled",
+			OrgID: job.OrgID, CreatedBy: job.CreatedBy}).On("CONFLICT (id) DO NOTHING").Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("insert response: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errDuplicateResponse
+		}
+		if _, err := tx.NewInsert().Model(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}).Exec(ctx); err != nil {
+			return fmt.Errorf("insert edge: %w", err)
+		}
+		if _, err := tx.NewInsert().Model(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
+			Provider: resp.Provider, Model: resp.Model, RequestID: resp.RequestID, PromptTokens: resp.PromptTokens,
+			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}).Exec(ctx); err != nil {
+			return fmt.Errorf("insert ledger row: %w", err)
+		}
+		result, _ := json.Marshal(map[string]string{"prompt_id": job.PromptID.String(), "job_id": job.ID.String(), "response_id": rid.String()})
+		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateSucceeded, claim: claim, result: result,
+			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+				return q.Set("response_id = ?", rid).Set("finished_at = now()").Set("error_kind = NULL").Set("error_message = NULL")
+			}})
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, job.OrgID, nil, "worker:"+claim, "job.succeeded", "job", job.ID.String(),
+			map[string]any{"response_id": rid, "attempt": job.Attempt, "duration_ms": took.Milliseconds()})
+	})
+	switch {
+	case errors.Is(err, errNoChange), errors.Is(err, errDuplicateResponse):
+		s.log.Info("dropped a late result: the job is no longer running under this claim", "job_id", job.ID, "claim", claim, "why", err)
+		return outcome{dropped: true}
+	case err != nil:
+		return outcome{err: err}
+	}
+	return outcome{state: State(final.State)}
+}
+
+var errDuplicateResponse = errors.New("response for this provider request already written")
+
+// finishFailure classifies the error (§8) and re-queues with backoff or fails the job, only
+// while it is still running under claim. A cancellation while the job is still ours (the
+// worker is shutting down) re-queues it at once as a worker crash.
+func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, callErr error) outcome {
+	perr := provider.Classify(callErr)
+	kind, msg := string(perr.Kind), truncate(perr.Error(), 1000)
+	decision := Decide(perr, job.Attempt, job.MaxAttempts, s.cfg.Rand)
+	if provider.IsCanceled(callErr) {
+		kind, msg = KindWorkerCrash, "the worker stopped while the provider call was in flight"
+		decision = Decision{Retry: job.Attempt < job.MaxAttempts}
+	}
+	var final db.Job
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		if decision.Retry {
+			final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateQueued, claim: claim,
+				set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+					return q.Set("attempt = attempt + 1").Set("error_kind = ?", kind).Set("error_message = ?", msg).
+						Set("worker_claim = NULL").Set("scheduled_at = now() + ?::interval", fmt.Sprintf("%d milliseconds", decision.Delay.Milliseconds()))
+				}})
+			return err
+		}
+		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateFailed, claim: claim,
+			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+				return q.Set("error_kind = ?", kind).Set("error_message = ?", msg).Set("finished_at = now()")
+			}})
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, job.OrgID, nil, "worker:"+claim, "job.failed", "job", job.ID.String(),
+			map[string]any{"error_kind": kind, "attempt": job.Attempt})
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		s.log.Info("dropped a failure: the job is no longer running under this claim", "job_id", job.ID, "claim", claim)
+		return outcome{dropped: true}
+	case err != nil:
+		return outcome{err: err}
+	}
+	return outcome{state: State(final.State), retryIn: decision.Delay}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,125 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+)
+
+// ReclaimReport counts what one reclaim pass did.
+type ReclaimReport struct {
+	Requeued int `json:"requeued"`
+	Failed   int `json:"failed"`
+}
+
+// ReclaimStuck finds running jobs whose heartbeat is older than StaleAfter (§8 stuck-job
+// recovery) and, for each, either re-queues it as a worker crash (attempts left and started
+// less than StuckAfter ago) or fails it as stuck.
+//
+// A re-queued job must run again, but its River vehicle is still "running" in River's eyes
+// (its worker is gone). River offers no way to make a running job available, and DESIGN.md
+// forbids writing River's tables, so the job moves to a new vehicle in the same transaction and
+// the old one is cancelled through River: River's rescuer then finalises the old vehicle as
+// cancelled instead of retrying it, and if it ever ran again the worker would see that the job
+// belongs to another vehicle and drop it.
+func (s *Service) ReclaimStuck(ctx context.Context) (ReclaimReport, error) {
+	var rep ReclaimReport
+	for {
+		var batch ReclaimReport
+		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			now, err := txNow(ctx, tx)
+			if err != nil {
+				return err
+			}
+			var stale []db.Job
+			if err := tx.NewSelect().Model(&stale).
+				Where("state = ? AND running_heartbeat_at < ?", StateRunning, now.Add(-s.cfg.StaleAfter)).
+				OrderExpr("running_heartbeat_at").Limit(200).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
+				return fmt.Errorf("find stale jobs: %w", err)
+			}
+			for _, j := range stale {
+				out, err := s.reclaimTx(ctx, tx, j, now, true)
+				if err != nil {
+					return err
+				}
+				if State(out.State) == StateQueued {
+					batch.Requeued++
+				} else {
+					batch.Failed++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return rep, err
+		}
+		rep.Requeued += batch.Requeued
+		rep.Failed += batch.Failed
+		if batch.Requeued+batch.Failed < 200 {
+			return rep, nil
+		}
+	}
+}
+
+// reclaimTx applies the reclaim rule to one locked running job. With newVehicle the job moves
+// to a fresh River job and the old one is cancelled (see ReclaimStuck); without, the caller is
+// the worker that fetched the job's own vehicle and runs it next.
+func (s *Service) reclaimTx(ctx context.Context, tx bun.Tx, j db.Job, now time.Time, newVehicle bool) (db.Job, error) {
+	started := j.StartedAt
+	if started == nil {
+		started = &j.CreatedAt
+	}
+	if j.Attempt < j.MaxAttempts && now.Sub(*started) < s.cfg.StuckAfter {
+		var vehicle *int64
+		if newVehicle {
+			if j.RiverJobID != nil {
+				if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *j.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+					return db.Job{}, fmt.Errorf("cancel old vehicle of job %s: %w", j.ID, err)
+				}
+			}
+			res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority}, &river.InsertOpts{
+				Queue: QueuePrompts, Priority: RiverPriority(j.Priority), MaxAttempts: vehicleMaxAttempts})
+			if err != nil {
+				return db.Job{}, fmt.Errorf("new vehicle for job %s: %w", j.ID, err)
+			}
+			vehicle = &res.Job.ID
+		}
+		out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateQueued,
+			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+				q = q.Set("attempt = attempt + 1").Set("error_kind = ?", KindWorkerCrash).
+					Set("error_message = ?", "heartbeat lost: the worker stopped answering").
+					Set("worker_claim = NULL").Set("scheduled_at = now()")
+				if vehicle != nil {
+					q = q.Set("river_job_id = ?", *vehicle)
+				}
+				return q
+			}})
+		if err != nil {
+			return db.Job{}, err
+		}
+		return out, audit(ctx, tx, j.OrgID, nil, "reclaimer", "job.reclaimed", "job", j.ID.String(),
+			map[string]any{"attempt": j.Attempt, "claim": deref(j.WorkerClaim)})
+	}
+	out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateFailed,
+		set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			return q.Set("error_kind = ?", KindStuck).Set("error_message = ?", "no heartbeat and no attempts or time left").
+				Set("finished_at = now()")
+		}})
+	if err != nil {
+		return db.Job{}, err
+	}
+	if newVehicle && j.RiverJobID != nil {
+		if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *j.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+			return db.Job{}, fmt.Errorf("cancel vehicle of stuck job %s: %w", j.ID, err)
+		}
+	}
+	return out, audit(ctx, tx, j.OrgID, nil, "reclaimer", "job.stuck", "job", j.ID.String(),
+		map[string]any{"attempt": j.Attempt})
+}

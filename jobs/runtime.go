@@ -1,0 +1,190 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"asterion/jobs/feed"
+)
+
+// QueueMaintenance runs the periodic maintenance jobs.
+const QueueMaintenance = "maintenance"
+
+// RuntimeConfig configures a worker pool.
+type RuntimeConfig struct {
+	// Pool is the pgx pool River's worker client uses (LISTEN/NOTIFY pickup).
+	Pool *pgxpool.Pool
+	// Workers is how many prompt jobs run at once (default 10).
+	Workers int
+	// PriorityCeiling, when ≥ 0, runs only jobs with priority ≤ it.
+	PriorityCeiling int
+	// BatchSize bounds RunOnce (default Workers).
+	BatchSize int
+	// ReclaimEvery is how often the leader reclaims stuck jobs (default 1 min).
+	ReclaimEvery time.Duration
+	// JobTimeout bounds one execution (default 210 s: the 180 s adapter timeout and margin).
+	JobTimeout time.Duration
+	// EventRetention is how long change-feed events are kept (default 1 h, at least 15 min).
+	EventRetention time.Duration
+}
+
+// Runtime is a River worker client running prompt jobs and, on the leader, maintenance.
+type Runtime struct {
+	svc    *Service
+	cfg    RuntimeConfig
+	client *river.Client[pgx.Tx]
+	worker *Worker
+	id     string
+}
+
+// NewRuntime validates cfg and builds the River worker client.
+func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("jobs: RuntimeConfig.Pool is required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 10
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = cfg.Workers
+	}
+	if cfg.ReclaimEvery <= 0 {
+		cfg.ReclaimEvery = time.Minute
+	}
+	if cfg.JobTimeout <= 0 {
+		cfg.JobTimeout = 210 * time.Second
+	}
+	if cfg.EventRetention < 15*time.Minute {
+		cfg.EventRetention = time.Hour
+	}
+	idb := make([]byte, 4)
+	_, _ = rand.Read(idb)
+	id := "w-" + hex.EncodeToString(idb)
+	w := &Worker{svc: svc, workerID: id, ceiling: cfg.PriorityCeiling, timeout: cfg.JobTimeout}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	river.AddWorker(workers, &reclaimWorker{svc: svc})
+	river.AddWorker(workers, &pruneWorker{svc: svc, keep: cfg.EventRetention})
+	rescueAfter := max(svc.cfg.StaleAfter+time.Minute, cfg.JobTimeout+time.Minute)
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		ID:      id,
+		Logger:  svc.log.With("component", "river"),
+		Queues:  map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 2}},
+		Workers: workers,
+		// River's default job timeout is one minute; prompts need the adapter's 180 s.
+		JobTimeout: cfg.JobTimeout,
+		// Our reclaim (heartbeat older than StaleAfter) acts first; River's rescuer is the
+		// backstop for a vehicle nobody reclaimed, and must exceed the job timeout.
+		RescueStuckJobsAfter: rescueAfter,
+		FetchCooldown:        20 * time.Millisecond,
+		FetchPollInterval:    500 * time.Millisecond,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReclaimEvery),
+				func() (river.JobArgs, *river.InsertOpts) {
+					return ReclaimArgs{}, &river.InsertOpts{Queue: QueueMaintenance}
+				}, &river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) {
+					return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance}
+				}, nil),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: river worker client: %w", err)
+	}
+	return &Runtime{svc: svc, cfg: cfg, client: client, worker: w, id: id}, nil
+}
+
+// ID is this worker process's id, the prefix of its claims.
+func (r *Runtime) ID() string { return r.id }
+
+// Client exposes the River client (for River's own UI).
+func (r *Runtime) Client() *river.Client[pgx.Tx] { return r.client }
+
+// Start begins fetching jobs.
+func (r *Runtime) Start(ctx context.Context) error {
+	if err := r.client.Start(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	return nil
+}
+
+// Stop lets running jobs finish for up to grace, then cancels them; a cancelled job is
+// re-queued at once by its worker (see finishFailure), so nothing waits for a reclaim.
+func (r *Runtime) Stop(ctx context.Context, grace time.Duration) error {
+	sctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if err := r.client.Stop(sctx); err == nil {
+		return nil
+	}
+	cctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel2()
+	if err := r.client.StopAndCancel(cctx); err != nil {
+		return fmt.Errorf("stop river: %w", err)
+	}
+	return nil
+}
+
+// RunOnce works what is available, up to BatchSize jobs, then stops (design §5 --once).
+func (r *Runtime) RunOnce(ctx context.Context) (int, error) {
+	var budget atomic.Int64
+	budget.Store(int64(r.cfg.BatchSize))
+	r.worker.budget = &budget
+	if err := r.Start(ctx); err != nil {
+		return 0, err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return int(r.worker.done.Load()), r.Stop(context.WithoutCancel(ctx), 5*time.Second)
+		case <-tick.C:
+		}
+		if r.worker.inFlight.Load() > 0 || time.Since(start) < 500*time.Millisecond {
+			continue
+		}
+		if budget.Load() <= 0 {
+			break
+		}
+		due, err := r.svc.dueQueued(ctx, r.cfg.PriorityCeiling)
+		if err != nil {
+			return int(r.worker.done.Load()), err
+		}
+		if !due {
+			break
+		}
+	}
+	err := r.Stop(ctx, time.Minute)
+	return int(r.worker.done.Load()), err
+}
+
+// dueQueued reports whether a queued job is due that a worker with ceiling may run.
+func (s *Service) dueQueued(ctx context.Context, ceiling int) (bool, error) {
+	q := s.db.NewSelect().Table("sa_job").Where("state = ? AND scheduled_at <= now()", StateQueued)
+	if ceiling >= 0 {
+		q = q.Where("priority <= ?", ceiling)
+	}
+	ok, err := q.Exists(ctx)
+	if err != nil {
+		return false, fmt.Errorf("look for due jobs: %w", err)
+	}
+	return ok, nil
+}
+
+// PruneEvents drops change-feed events older than keep (never less than 15 minutes).
+func (s *Service) PruneEvents(ctx context.Context, keep time.Duration) error {
+	_, err := feed.Prune(ctx, s.db, max(keep, 15*time.Minute))
+	return err
+}

@@ -1,0 +1,60 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/jobs/deferred"
+)
+
+// Retried is the answer to a retry: the new job and its operation.
+type Retried struct {
+	Job       db.Job
+	Operation deferred.Handle
+}
+
+// Retry supersedes a succeeded, failed or cancelled job with a new job for the same prompt
+// (attempt 1, supersedes the old), which becomes superseded (§4 "Retry and supersession").
+// A queued, running or already superseded job gives ErrConflict.
+func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (Retried, error) {
+	var out Retried
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		old, err := lockVisible(ctx, tx, v, id)
+		if err != nil {
+			return err
+		}
+		switch State(old.State) {
+		case StateSucceeded, StateFailed, StateCancelled:
+		default:
+			return fmt.Errorf("retry job %s: it is %s: %w", id, old.State, ErrConflict)
+		}
+		var prompt db.Entity
+		if err := tx.NewSelect().Model(&prompt).Where("id = ?", old.PromptID).Scan(ctx); err != nil {
+			return fmt.Errorf("load prompt %s: %w", old.PromptID, err)
+		}
+		job, handle, err := s.enqueueTx(ctx, tx, newJob{promptID: old.PromptID, priority: old.Priority,
+			maxAttempts: old.MaxAttempts, options: old.ExecutionOptions, orgID: old.OrgID, userID: old.CreatedBy,
+			correlation: prompt.CorrelationID, supersedes: &old.ID})
+		if err != nil {
+			return err
+		}
+		if _, err := s.apply(ctx, tx, change{jobID: old.ID, from: []State{State(old.State)}, to: StateSuperseded}); err != nil {
+			return err
+		}
+		if old.OperationID != nil {
+			if _, err := updateOperation(ctx, tx, *old.OperationID, func(op *db.Operation) {
+				op.SuccessorID = &handle.OperationID
+			}); err != nil {
+				return err
+			}
+		}
+		out = Retried{Job: job, Operation: handle}
+		return audit(ctx, tx, old.OrgID, actor.UserID, actor.Name, "job.retried", "job", old.ID.String(),
+			map[string]any{"new_job_id": job.ID})
+	})
+	return out, err
+}

@@ -1,0 +1,85 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/jobs/deferred"
+)
+
+// SyncResult is the outcome of RunSync.
+type SyncResult struct {
+	Job      db.Job
+	Response *db.Entity
+}
+
+// RunSync runs one prompt in-process, the synchronous path of design phase 1: the prompt and
+// its job row are written, the provider is called once (max_attempts 1, no queue), and the job
+// ends succeeded or failed like any other, with its registry row and change-feed events.
+func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResult, error) {
+	one := 1
+	req := SubmitRequest{Viewer: v, Prompt: text, MaxAttempts: &one}
+	if err := req.validate(); err != nil {
+		return SyncResult{}, err
+	}
+	var job db.Job
+	claim := newClaim("sync")
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		promptID, jobID := uuid.New(), uuid.New()
+		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: promptID, TruthClass: "authored",
+			StateClass: "open", OrgID: v.OrgID, CreatedBy: v.UserID}
+		if _, err := tx.NewInsert().Model(&prompt).Exec(ctx); err != nil {
+			return fmt.Errorf("insert prompt: %w", err)
+		}
+		now, err := txNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		handle, err := deferred.NewHandle(deferred.HandleRequest{Kind: KindPromptExecute, Owner: OwnerPromptRuntime,
+			Subject: map[string]string{"prompt_id": promptID.String(), "job_id": jobID.String()}, CorrelationID: promptID.String(),
+			RetryAfterSeconds: DefaultRetryAfterSeconds}, s.cfg.Policy, now)
+		if err != nil {
+			return err
+		}
+		if _, err := recordAccepted(ctx, tx, handle, v.OrgID, v.UserID, promptID); err != nil {
+			return err
+		}
+		opts, _ := json.Marshal(req.Options)
+		queued := db.Job{ID: jobID, PromptID: promptID, State: string(StateQueued), Priority: *req.Priority, Attempt: 1,
+			MaxAttempts: 1, ExecutionOptions: opts, OrgID: v.OrgID, CreatedBy: v.UserID, OperationID: &handle.OperationID}
+		if _, err := tx.NewInsert().Model(&queued).Exec(ctx); err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
+		job, err = s.apply(ctx, tx, change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
+			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+				return q.Set("worker_claim = ?", claim).Set("claimed_at = now()").Set("started_at = now()").
+					Set("running_heartbeat_at = now()")
+			}})
+		return err
+	})
+	if err != nil {
+		return SyncResult{}, err
+	}
+	out := s.runClaimed(ctx, job, claim)
+	if out.err != nil {
+		return SyncResult{}, out.err
+	}
+	var final db.Job
+	if err := s.db.NewSelect().Model(&final).Where("id = ?", job.ID).Scan(ctx); err != nil {
+		return SyncResult{}, fmt.Errorf("reload job %s: %w", job.ID, err)
+	}
+	res := SyncResult{Job: final}
+	if final.ResponseID != nil {
+		var r db.Entity
+		if err := s.db.NewSelect().Model(&r).Where("id = ?", *final.ResponseID).Scan(ctx); err != nil {
+			return res, fmt.Errorf("load response: %w", err)
+		}
+		res.Response = &r
+	}
+	return res, nil
+}

@@ -1,0 +1,111 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Worker is the River worker of prompt jobs.
+//
+// How River's attempt counting and retry scheduling agree with sa_job: every fetch of a
+// vehicle runs at most one sa_job attempt. A retryable failure re-queues the job row
+// (attempt+1, backoff in scheduled_at) and returns river.JobSnooze with the same backoff;
+// River does not count a snooze as an attempt and never schedules a retry of its own for it.
+// A final outcome (succeeded, failed, dropped) ends the vehicle: nil for success, JobCancel
+// otherwise, so River never retries a job the row considers finished. Only an infrastructure
+// error (the database unreachable while claiming or finalising) is returned as a plain error;
+// River's retry of that vehicle then meets the row still running under the dead claim and
+// reclaims it by the heartbeat rule. So sa_job.attempt is the one attempt counter.
+type Worker struct {
+	river.WorkerDefaults[PromptArgs]
+	svc      *Service
+	workerID string
+	ceiling  int
+	timeout  time.Duration
+	// budget, when non-nil, is decremented per claim; at zero further jobs are declined.
+	budget   *atomic.Int64
+	inFlight atomic.Int64
+	done     atomic.Int64
+}
+
+// Timeout overrides River's default one-minute JobTimeout: the adapter may take 180 s.
+func (w *Worker) Timeout(*river.Job[PromptArgs]) time.Duration { return w.timeout }
+
+// Work claims, runs and finalises one job, translating the outcome for River.
+func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
+	if w.ceiling >= 0 && rj.Args.Priority > w.ceiling {
+		// Not ours to run: give the vehicle straight back for an unrestricted worker.
+		return river.JobSnooze(0)
+	}
+	if w.budget != nil && w.budget.Add(-1) < 0 {
+		return river.JobSnooze(0)
+	}
+	w.inFlight.Add(1)
+	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
+	res, err := w.svc.claim(ctx, rj.Args.JobID, rj.ID, w.workerID)
+	if err != nil {
+		return fmt.Errorf("claim job %s: %w", rj.Args.JobID, err)
+	}
+	switch res.outcome {
+	case claimDrop:
+		return river.JobCancel(errors.New(res.reason))
+	case claimWait:
+		return river.JobSnooze(res.wait)
+	}
+	out := w.svc.runClaimed(ctx, res.job, res.claim)
+	switch {
+	case out.err != nil:
+		return out.err
+	case out.dropped:
+		return river.JobCancel(errClaimLost)
+	case out.state == StateSucceeded:
+		return nil
+	case out.state == StateQueued:
+		return river.JobSnooze(out.retryIn)
+	}
+	return river.JobCancel(fmt.Errorf("job %s ended %s", rj.Args.JobID, out.state))
+}
+
+// ReclaimArgs is the periodic reclaim job.
+type ReclaimArgs struct{}
+
+// Kind is the River job kind.
+func (ReclaimArgs) Kind() string { return "asterion.reclaim" }
+
+// reclaimWorker runs ReclaimStuck; River's periodic jobs run on the leader only.
+type reclaimWorker struct {
+	river.WorkerDefaults[ReclaimArgs]
+	svc *Service
+}
+
+func (w *reclaimWorker) Work(ctx context.Context, _ *river.Job[ReclaimArgs]) error {
+	rep, err := w.svc.ReclaimStuck(ctx)
+	if err != nil {
+		return err
+	}
+	if rep.Requeued+rep.Failed > 0 {
+		w.svc.log.Info("reclaimed stuck jobs", "requeued", rep.Requeued, "failed", rep.Failed)
+	}
+	return nil
+}
+
+// PruneArgs is the periodic change-feed prune job.
+type PruneArgs struct{}
+
+// Kind is the River job kind.
+func (PruneArgs) Kind() string { return "asterion.prune_events" }
+
+type pruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+	svc  *Service
+	keep time.Duration
+}
+
+func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	return w.svc.PruneEvents(ctx, w.keep)
+}
