@@ -110,3 +110,20 @@ func (s *Server) retryJob(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(out.Operation.RetryAfterSeconds))
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"job": toJobJSON(out.Job), "operation": out.Operation})
 }
+
+// queueMetrics is GET /sa-core/v1/metrics/queue?window=1h (operators; admins see every org).
+func (s *Server) queueMetrics(c *fiber.Ctx) error {
+	window := time.Hour
+	if v := c.Query("window"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > 31*24*time.Hour {
+			return validationProblem(c, map[string]string{"window": "must be a duration like 1h, at most 744h"})
+		}
+		window = d
+	}
+	m, err := s.deps.Jobs.QueueMetrics(c.UserContext(), viewerOf(principalOf(c)), window)
+	if err != nil {
+		return err
+	}
+	return c.JSON(m)
+}

@@ -32,6 +32,7 @@ func (s *Server) routes() []Route {
 		{"GET", "/sa-core/v1/jobs/:id", Member, API, s.getJob},
 		{"POST", "/sa-core/v1/jobs/:id/cancel", Member, API, s.cancelJob},
 		{"POST", "/sa-core/v1/jobs/:id/retry", Member, API, s.retryJob},
+		{"GET", "/sa-core/v1/metrics/queue", Operator, API, s.queueMetrics},
 	}
 }
 

@@ -55,6 +55,10 @@ type Config struct {
 	// Now and Rand are injectable for tests.
 	Now  func() time.Time
 	Rand func() float64
+	// Wait maps a computed backoff onto how long the vehicle really sleeps before the next
+	// attempt. The job row always records the design's backoff in scheduled_at; tests shrink
+	// the real wait instead of sleeping it. Nil means the backoff itself.
+	Wait func(backoff time.Duration) time.Duration
 }
 
 // Service is the execution core shared by the API, the workers and the command line.
@@ -97,6 +101,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
+	}
+	if cfg.Wait == nil {
+		cfg.Wait = func(d time.Duration) time.Duration { return d }
 	}
 	ins, err := river.NewClient(riverdatabasesql.New(cfg.DB.DB), &river.Config{})
 	if err != nil {

@@ -66,7 +66,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	case out.state == StateSucceeded:
 		return nil
 	case out.state == StateQueued:
-		return river.JobSnooze(out.retryIn)
+		return river.JobSnooze(max(w.svc.cfg.Wait(out.retryIn), 0))
 	}
 	return river.JobCancel(fmt.Errorf("job %s ended %s", rj.Args.JobID, out.state))
 }

@@ -54,6 +54,11 @@ commands:
   token create --user NAME                                      print a new API token
   run-worker [--once] [--batch-size=N] [--priority-ceiling=N]   a worker process only
   prompt run TEXT                                               run one prompt in-process and print the answer
+  list-jobs [--state=] [--org=] [--since=] [--limit=N]          list jobs, newest first
+  job-details ID | cancel-job ID | retry-job ID                 inspect or act on one job
+  queue-metrics [--window=1h]                                   counts by state, per-org latency and errors
+  archive-old-jobs --before=DATE                                move old terminal jobs to the archive table
+  reclaim-stuck-jobs                                            reclaim jobs whose heartbeat stopped, once
   version                                                       print the version
 Every command takes --database-url (default $DATABASE_URL) and --json.`
 
@@ -92,6 +97,20 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 			return usagef("usage: asterion prompt run TEXT")
 		}
 		return c.promptRun(ctx, rest[1:])
+	case "list-jobs":
+		return c.listJobs(ctx, rest)
+	case "job-details":
+		return c.jobDetails(ctx, rest)
+	case "cancel-job":
+		return c.cancelJob(ctx, rest)
+	case "retry-job":
+		return c.retryJob(ctx, rest)
+	case "queue-metrics":
+		return c.queueMetrics(ctx, rest)
+	case "archive-old-jobs":
+		return c.archiveOldJobs(ctx, rest)
+	case "reclaim-stuck-jobs":
+		return c.reclaimStuckJobs(ctx, rest)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "asterion "+version)
 		return nil
