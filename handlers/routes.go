@@ -23,7 +23,20 @@ func (s *Server) routes() []Route {
 		{"POST", "/login", Public, Page, s.login},
 		{"POST", "/logout", Member, Page, s.logout},
 
+		// mission:begin (the mission field, issue 7)
+		// mission:end
+
+		// dashboard:begin (operator dashboard pages and fragments, issue 6)
 		{"GET", "/admin/deferred-operations", Operator, Page, s.operationsPage},
+		// dashboard:end
+
+		// registry:begin (deferred-operation registry API, issue 5)
+		{"GET", "/sa-core/v1/deferred-operations", Member, API, s.listOperations},
+		{"GET", "/sa-core/v1/deferred-operations/:id", Member, API, s.getOperation},
+		{"GET", "/sa-core/v1/deferred-operations/:id/status", Member, API, s.operationStatus},
+		{"POST", "/sa-core/v1/deferred-operations/:id/poll", Member, API, s.pollOperation},
+		{"POST", "/sa-core/v1/deferred-operations/:id/cancel", Member, API, s.cancelOperation},
+		// registry:end
 
 		{"POST", "/sa-core/v1/prompt", Member, API, s.submitPrompt},
 		{"GET", "/sa-core/v1/mission/recent", Member, API, s.missionRecent},

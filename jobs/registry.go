@@ -130,9 +130,6 @@ func updateOperation(ctx context.Context, tx bun.IDB, id uuid.UUID, change func(
 	}
 	before := op
 	change(&op)
-	if op.Status == before.Status && op.SuccessorID == before.SuccessorID && op.Result == nil == (before.Result == nil) {
-		return op, nil
-	}
 	var now time.Time
 	if err := tx.QueryRowContext(ctx, "SELECT now()").Scan(&now); err != nil {
 		return op, err

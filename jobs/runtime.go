@@ -13,12 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"asterion/jobs/feed"
 )
 
 // QueueMaintenance runs the periodic maintenance jobs.
 const QueueMaintenance = "maintenance"
+
+// onlyOne keeps a periodic maintenance job from piling up while one is still waiting or running.
+var onlyOne = river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRunning, rivertype.JobStateScheduled}}
 
 // RuntimeConfig configures a worker pool.
 type RuntimeConfig struct {
@@ -34,6 +39,8 @@ type RuntimeConfig struct {
 	ReclaimEvery time.Duration
 	// JobTimeout bounds one execution (default 210 s: the 180 s adapter timeout and margin).
 	JobTimeout time.Duration
+	// PollEvery is how often the leader polls due deferred operations (default 2 s).
+	PollEvery time.Duration
 	// EventRetention is how long change-feed events are kept (default 1 h, at least 15 min).
 	EventRetention time.Duration
 }
@@ -61,6 +68,9 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.ReclaimEvery <= 0 {
 		cfg.ReclaimEvery = time.Minute
 	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 2 * time.Second
+	}
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = 210 * time.Second
 	}
@@ -75,6 +85,7 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	river.AddWorker(workers, w)
 	river.AddWorker(workers, &reclaimWorker{svc: svc})
 	river.AddWorker(workers, &pruneWorker{svc: svc, keep: cfg.EventRetention})
+	river.AddWorker(workers, &pollWorker{svc: svc})
 	rescueAfter := max(svc.cfg.StaleAfter+time.Minute, cfg.JobTimeout+time.Minute)
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:      id,
@@ -91,8 +102,12 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReclaimEvery),
 				func() (river.JobArgs, *river.InsertOpts) {
-					return ReclaimArgs{}, &river.InsertOpts{Queue: QueueMaintenance}
+					return ReclaimArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: onlyOne}
 				}, &river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.PollEvery),
+				func() (river.JobArgs, *river.InsertOpts) {
+					return PollArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: onlyOne}
+				}, nil),
 			river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) {
 					return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -67,6 +68,10 @@ type Service struct {
 	db     *bun.DB
 	log    *slog.Logger
 	insert *river.Client[*sql.Tx]
+
+	ownersMu sync.RWMutex
+	owners   map[string]Owner
+	stats    PollerStats
 }
 
 // NewService validates cfg and builds the insert-only River client that enqueues inside bun
@@ -109,7 +114,9 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
 	}
-	return &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins}, nil
+	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{}}
+	s.RegisterOwner(promptOwner{s})
+	return s, nil
 }
 
 // Provider returns the provider jobs run against.

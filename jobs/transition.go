@@ -106,6 +106,12 @@ func publishJob(ctx context.Context, tx bun.IDB, job db.Job, opStatus string) er
 		PromptID: &job.PromptID, JobID: &job.ID, OperationID: job.OperationID, Payload: payload})
 }
 
+// publishEvent emits an operation-topic event.
+func publishEvent(ctx context.Context, tx bun.IDB, orgID, userID int64, opID *uuid.UUID, payload json.RawMessage) error {
+	return feed.Publish(ctx, tx, feed.Event{Topic: feed.TopicOperation, OrgID: orgID, UserID: userID,
+		OperationID: opID, Payload: payload})
+}
+
 // audit writes one structural audit row.
 func audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) error {
 	raw, err := json.Marshal(detail)

@@ -109,3 +109,19 @@ type pruneWorker struct {
 func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
 	return w.svc.PruneEvents(ctx, w.keep)
 }
+
+// PollArgs is the periodic deferred-operation poller job.
+type PollArgs struct{}
+
+// Kind is the River job kind.
+func (PollArgs) Kind() string { return "asterion.poll_operations" }
+
+type pollWorker struct {
+	river.WorkerDefaults[PollArgs]
+	svc *Service
+}
+
+func (w *pollWorker) Work(ctx context.Context, _ *river.Job[PollArgs]) error {
+	_, err := w.svc.PollDue(ctx)
+	return err
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -102,6 +103,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerPollerMetrics(reg, svc.Stats())
 	srv := handlers.New(handlers.Deps{
 		Identity: ids,
 		Jobs:     svc,
@@ -129,4 +131,17 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	log.Info("stopped")
 	return serveErr
+}
+
+// registerPollerMetrics exposes the deferred-operation poller's counters. They count this
+// process's polls; the poller runs on the River leader, so sum over processes.
+func registerPollerMetrics(reg prometheus.Registerer, st *jobs.PollerStats) {
+	for name, v := range map[string]*atomic.Int64{
+		"polls": &st.Polls, "transitions": &st.Transitions, "expiries": &st.Expiries, "errors": &st.Errors,
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "asterion_deferred_poller_" + name + "_total",
+			Help: "Deferred-operation poller " + name + " in this process.",
+		}, func() float64 { return float64(v.Load()) }))
+	}
 }
