@@ -314,6 +314,11 @@ func (s *Service) reconcile(ctx context.Context, tx bun.Tx, op db.Operation, now
 func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep Report, now time.Time) (db.Operation, error) {
 	before := op.Status
 	out, err := updateOperation(ctx, tx, op.ID, func(o *db.Operation) {
+		if o.Status != before {
+			// The work moved on since the owner was asked (a job transition mirrors itself);
+			// the newer status stands.
+			return
+		}
 		o.Status = string(rep.Status)
 		if rep.ErrorKind != "" && rep.Status.CarriesError() {
 			o.LastErrorKind, o.LastErrorMessage = &rep.ErrorKind, &rep.ErrorMessage
@@ -349,6 +354,9 @@ func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep
 					return op, err
 				}
 			}
+			if err := s.afterOperationChange(ctx, tx, before, out); err != nil {
+				return op, err
+			}
 		}
 	}
 	return out, nil
@@ -358,7 +366,7 @@ func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep
 func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		op, err := s.getVisibleOperation(ctx, tx, v, id, true)
+		op, err := s.getVisibleOperation(ctx, tx, v, id, false)
 		if err != nil {
 			return err
 		}
@@ -383,7 +391,7 @@ func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (de
 func (s *Service) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		op, err := s.getVisibleOperation(ctx, tx, v, id, true)
+		op, err := s.getVisibleOperation(ctx, tx, v, id, false)
 		if err != nil {
 			return err
 		}
@@ -421,38 +429,41 @@ func (s *Service) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, a
 
 // PollDue polls every due, non-terminal operation once (design: "poll registered operations
 // through their owning runtime, respect retry_after_seconds and expires_at"). It runs on the
-// River leader as a periodic job.
+// River leader as a periodic job. Each operation is reconciled in its own transaction, and the
+// registry row is locked only after the owner acted, the same order (work, then registry) as
+// every job transition, so the poller never deadlocks with a worker.
 func (s *Service) PollDue(ctx context.Context) (int, error) {
+	var due []uuid.UUID
+	if err := s.db.NewSelect().Model((*db.Operation)(nil)).Column("id").
+		Where("terminal_at IS NULL AND next_poll_at <= now()").OrderExpr("next_poll_at").Limit(500).
+		Scan(ctx, &due); err != nil {
+		return 0, fmt.Errorf("find due operations: %w", err)
+	}
 	polled := 0
-	for {
-		n := 0
+	for _, id := range due {
 		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			var op db.Operation
+			if err := tx.NewSelect().Model(&op).Where("id = ?", id).Scan(ctx); err != nil {
+				return err
+			}
+			if deferred.Status(op.Status).Terminal() {
+				return nil
+			}
 			now, err := txNow(ctx, tx)
 			if err != nil {
 				return err
 			}
-			var due []db.Operation
-			if err := tx.NewSelect().Model(&due).Where("terminal_at IS NULL AND next_poll_at <= ?", now).
-				OrderExpr("next_poll_at").Limit(200).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
-				return fmt.Errorf("find due operations: %w", err)
-			}
-			for _, op := range due {
-				if _, err := s.reconcile(ctx, tx, op, now); err != nil {
-					s.stats.Errors.Add(1)
-					return fmt.Errorf("poll operation %s: %w", op.ID, err)
-				}
-				n++
-			}
-			return nil
+			_, err = s.reconcile(ctx, tx, op, now)
+			return err
 		})
-		polled += n
 		if err != nil {
-			return polled, err
+			s.stats.Errors.Add(1)
+			s.log.Warn("poll operation", "operation_id", id, "err", err)
+			continue
 		}
-		if n < 200 {
-			return polled, nil
-		}
+		polled++
 	}
+	return polled, nil
 }
 
 // publishOperation emits an operation event for changes not caused by a job transition.

@@ -86,11 +86,12 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	river.AddWorker(workers, &reclaimWorker{svc: svc})
 	river.AddWorker(workers, &pruneWorker{svc: svc, keep: cfg.EventRetention})
 	river.AddWorker(workers, &pollWorker{svc: svc})
+	addDeliveryWorkers(workers, svc)
 	rescueAfter := max(svc.cfg.StaleAfter+time.Minute, cfg.JobTimeout+time.Minute)
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:      id,
 		Logger:  svc.log.With("component", "river"),
-		Queues:  map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 2}},
+		Queues:  map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 2}, QueueDeliveries: {MaxWorkers: deliveryWorkers}},
 		Workers: workers,
 		// River's default job timeout is one minute; prompts need the adapter's 180 s.
 		JobTimeout: cfg.JobTimeout,
@@ -108,10 +109,11 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 				func() (river.JobArgs, *river.InsertOpts) {
 					return PollArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: onlyOne}
 				}, nil),
-			river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) {
 					return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance}
 				}, nil),
+			deliveryRecoveryJob(svc),
 		},
 	})
 	if err != nil {
@@ -198,8 +200,19 @@ func (s *Service) dueQueued(ctx context.Context, ceiling int) (bool, error) {
 	return ok, nil
 }
 
-// PruneEvents drops change-feed events older than keep (never less than 15 minutes).
+// PruneEvents drops change-feed events older than keep (never less than 15 minutes) and folds
+// the counter deltas.
 func (s *Service) PruneEvents(ctx context.Context, keep time.Duration) error {
-	_, err := feed.Prune(ctx, s.db, max(keep, 15*time.Minute))
-	return err
+	if _, err := feed.Prune(ctx, s.db, max(keep, 15*time.Minute)); err != nil {
+		return err
+	}
+	return s.CompactCounts(ctx)
+}
+
+// CompactCounts folds the trigger-written counter deltas into one row per org and state.
+func (s *Service) CompactCounts(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, "SELECT asterion_compact_counts()"); err != nil {
+		return fmt.Errorf("compact counters: %w", err)
+	}
+	return nil
 }

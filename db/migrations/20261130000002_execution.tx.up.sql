@@ -145,27 +145,24 @@ CREATE TABLE sa_event_cursor (
 );
 INSERT INTO sa_event_cursor (id, last_seq) VALUES (1, 0);
 
--- Job counts per org and state, kept by trigger (sharded like sa_operation_count) so queue
--- health never counts millions of rows.
+-- Counts per org and state, kept by trigger so the dashboard never counts millions of rows. Each
+-- change appends delta rows (+1 for the new state, -1 for the old); nothing is ever updated in
+-- place, so concurrent writers never wait on, or deadlock over, a counter row. A reader sums;
+-- asterion_compact_counts() folds the deltas periodically.
 CREATE TABLE sa_job_count (
+    id     BIGSERIAL PRIMARY KEY,
     org_id BIGINT NOT NULL,
-    state  VARCHAR(16) NOT NULL,
-    shard  SMALLINT NOT NULL,
-    n      BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (org_id, state, shard)
+    state VARCHAR(16) NOT NULL,
+    n      BIGINT NOT NULL
 );
 
 CREATE FUNCTION asterion_count_job() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    s SMALLINT := (txid_current() % 16)::smallint;
 BEGIN
     IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.state IS DISTINCT FROM OLD.state) THEN
-        INSERT INTO sa_job_count (org_id, state, shard, n) VALUES (NEW.org_id, NEW.state, s, 1)
-        ON CONFLICT (org_id, state, shard) DO UPDATE SET n = sa_job_count.n + 1;
+        INSERT INTO sa_job_count (org_id, state, n) VALUES (NEW.org_id, NEW.state, 1);
     END IF;
     IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND NEW.state IS DISTINCT FROM OLD.state) THEN
-        INSERT INTO sa_job_count (org_id, state, shard, n) VALUES (OLD.org_id, OLD.state, s, -1)
-        ON CONFLICT (org_id, state, shard) DO UPDATE SET n = sa_job_count.n - 1;
+        INSERT INTO sa_job_count (org_id, state, n) VALUES (OLD.org_id, OLD.state, -1);
     END IF;
     RETURN NULL;
 END;

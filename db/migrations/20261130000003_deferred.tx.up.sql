@@ -53,31 +53,38 @@ CREATE TABLE sa_operation_continuation (
     created_at   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
--- Counters per org by status, kept by trigger so the dashboard never counts millions of rows.
--- Spread over 16 shards picked by transaction id, so concurrent writers of one org do not queue
--- on one counter row; a reader sums the shards.
+-- Counts per org and status, kept by trigger so the dashboard never counts millions of rows. Each
+-- change appends delta rows (+1 for the new status, -1 for the old); nothing is ever updated in
+-- place, so concurrent writers never wait on, or deadlock over, a counter row. A reader sums;
+-- asterion_compact_counts() folds the deltas periodically.
 CREATE TABLE sa_operation_count (
+    id     BIGSERIAL PRIMARY KEY,
     org_id BIGINT NOT NULL,
     status VARCHAR(16) NOT NULL,
-    shard  SMALLINT NOT NULL,
-    n      BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (org_id, status, shard)
+    n      BIGINT NOT NULL
 );
 
 CREATE FUNCTION asterion_count_operation() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    s SMALLINT := (txid_current() % 16)::smallint;
 BEGIN
     IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.status IS DISTINCT FROM OLD.status) THEN
-        INSERT INTO sa_operation_count (org_id, status, shard, n) VALUES (NEW.org_id, NEW.status, s, 1)
-        ON CONFLICT (org_id, status, shard) DO UPDATE SET n = sa_operation_count.n + 1;
+        INSERT INTO sa_operation_count (org_id, status, n) VALUES (NEW.org_id, NEW.status, 1);
     END IF;
     IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND NEW.status IS DISTINCT FROM OLD.status) THEN
-        INSERT INTO sa_operation_count (org_id, status, shard, n) VALUES (OLD.org_id, OLD.status, s, -1)
-        ON CONFLICT (org_id, status, shard) DO UPDATE SET n = sa_operation_count.n - 1;
+        INSERT INTO sa_operation_count (org_id, status, n) VALUES (OLD.org_id, OLD.status, -1);
     END IF;
     RETURN NULL;
 END;
 $$;
 CREATE TRIGGER trg_sa_operation_count AFTER INSERT OR UPDATE OF status OR DELETE ON sa_operation
     FOR EACH ROW EXECUTE FUNCTION asterion_count_operation();
+
+-- Folds the counter deltas of sa_job_count and sa_operation_count into one row per key. Safe
+-- beside concurrent writers: it deletes only the rows its snapshot sees and re-inserts their sum.
+CREATE FUNCTION asterion_compact_counts() RETURNS void LANGUAGE sql AS $$
+WITH d AS (DELETE FROM sa_job_count RETURNING org_id, state, n)
+INSERT INTO sa_job_count (org_id, state, n)
+SELECT org_id, state, sum(n) FROM d GROUP BY org_id, state HAVING sum(n) <> 0;
+WITH d AS (DELETE FROM sa_operation_count RETURNING org_id, status, n)
+INSERT INTO sa_operation_count (org_id, status, n)
+SELECT org_id, status, sum(n) FROM d GROUP BY org_id, status HAVING sum(n) <> 0;
+$$;

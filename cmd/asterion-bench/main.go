@@ -1,0 +1,220 @@
+// Command asterion-bench is `make bench`: it starts the real asterion server and a bare-River
+// baseline as separate processes on the same PostgreSQL, drives both from this process, and
+// writes BENCHMARKS.md and bench.json with every figure beside the baseline's and as a ratio.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "baseline-server" {
+		fs := flag.NewFlagSet("baseline-server", flag.ExitOnError)
+		dbURL := fs.String("db", "", "database URL")
+		addr := fs.String("addr", "127.0.0.1:0", "listen address")
+		workers := fs.Int("workers", 10, "no-op workers")
+		_ = fs.Parse(os.Args[2:])
+		if err := runBaselineServer(*dbURL, *addr, *workers); err != nil {
+			fmt.Fprintln(os.Stderr, "baseline:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "asterion-bench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	bin       string
+	adminURL  string
+	closedFor time.Duration
+	openFor   time.Duration
+	openRate  int
+	e2eJobs   int
+	out       string
+}
+
+func run() error {
+	var cfg config
+	flag.StringVar(&cfg.bin, "bin", "bin/asterion", "the asterion binary")
+	flag.StringVar(&cfg.adminURL, "admin-url", envOr("ASTERION_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "maintenance database URL")
+	flag.DurationVar(&cfg.closedFor, "closed", 10*time.Second, "duration of each closed-loop phase")
+	flag.DurationVar(&cfg.openFor, "open", 30*time.Second, "duration of the open-loop phase")
+	flag.IntVar(&cfg.openRate, "rate", 300, "open-loop offered submits per second")
+	flag.IntVar(&cfg.e2eJobs, "e2e-jobs", 3000, "jobs in the end-to-end phase")
+	flag.StringVar(&cfg.out, "out", "BENCHMARKS.md", "report path (bench.json is written beside it)")
+	flag.Parse()
+	ctx := context.Background()
+
+	astDB, err := freshDatabase(ctx, cfg.adminURL, "asterion_bench")
+	if err != nil {
+		return err
+	}
+	baseDB, err := freshDatabase(ctx, cfg.adminURL, "asterion_bench_baseline")
+	if err != nil {
+		return err
+	}
+
+	astAddr, baseAddr := freePort(), freePort()
+	ast := exec.Command(cfg.bin, "serve", "--addr", astAddr)
+	ast.Env = append(os.Environ(), "DATABASE_URL="+astDB, "ASTERION_ADMIN_PASSWORD=bench-password-1",
+		"ASTERION_SIM_LATENCY=0-0", "ASTERION_LOG_LEVEL=error", "ASTERION_WORKERS=10")
+	ast.Stderr = os.Stderr
+	if err := ast.Start(); err != nil {
+		return fmt.Errorf("start asterion: %w", err)
+	}
+	defer stopProcess(ast)
+	self, _ := os.Executable()
+	base := exec.Command(self, "baseline-server", "--db", baseDB, "--addr", baseAddr, "--workers", "10")
+	base.Stderr = os.Stderr
+	if err := base.Start(); err != nil {
+		return fmt.Errorf("start baseline: %w", err)
+	}
+	defer stopProcess(base)
+	if err := waitReady("http://" + astAddr + "/readyz"); err != nil {
+		return err
+	}
+	if err := waitReady("http://" + baseAddr + "/readyz"); err != nil {
+		return err
+	}
+	tokOut, err := exec.Command(cfg.bin, "token", "create", "--user", "admin", "--database-url", astDB).Output()
+	if err != nil {
+		return fmt.Errorf("create token: %w", err)
+	}
+	astT := newTarget("asterion", "http://"+astAddr+"/sa-core/v1/prompt", strings.TrimSpace(string(tokOut)))
+	baseT := newTarget("baseline", "http://"+baseAddr+"/submit", "")
+	astProbe, err := newProbe(ctx, astDB, asterionQueries)
+	if err != nil {
+		return err
+	}
+	baseProbe, err := newProbe(ctx, baseDB, baselineQueries)
+	if err != nil {
+		return err
+	}
+
+	rep := report{Machine: machine(), StartedAt: time.Now().UTC()}
+	for _, pair := range []struct {
+		t *target
+		p *probe
+		r *side
+	}{{baseT, baseProbe, &rep.Baseline}, {astT, astProbe, &rep.Asterion}} {
+		fmt.Fprintf(os.Stderr, "== %s\n", pair.t.name)
+		warm := closedLoop(pair.t, 10, 2*time.Second)
+		_ = warm
+		pair.p.drain(ctx)
+		pair.r.Closed50 = closedLoop(pair.t, 50, cfg.closedFor)
+		pair.p.drain(ctx)
+		pair.r.Closed200 = closedLoop(pair.t, 200, cfg.closedFor)
+		pair.p.drain(ctx)
+		pair.r.Open = openLoop(pair.t, cfg.openRate, cfg.openFor)
+		pair.p.drain(ctx)
+		pair.r.Pickup, err = pair.p.pickup(ctx, pair.t, 100)
+		if err != nil {
+			return err
+		}
+		pair.p.drain(ctx)
+		pair.r.E2E, err = pair.p.endToEnd(ctx, pair.t, cfg.e2eJobs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%+v\n", *pair.r)
+	}
+	return rep.write(cfg.out)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func freePort() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitReady(url string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after 60 s", url)
+}
+
+func stopProcess(c *exec.Cmd) {
+	if c.Process == nil {
+		return
+	}
+	_ = c.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = c.Process.Kill()
+	}
+}
+
+// freshDatabase drops and creates a database and returns its URL.
+func freshDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect %s: %w", adminURL, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	cfg := conn.Config()
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", cfg.User, cfg.Host, cfg.Port, name), nil
+}
+
+func machine() string {
+	cpu := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s, %s/%s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+var errTimeout = errors.New("timed out")
+
+func mustJSON(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}
