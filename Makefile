@@ -47,3 +47,8 @@ generate-check:
 	$(GO) tool templ generate
 	$(GO) tool templ fmt -fail views
 	git diff --exit-code -- '*_templ.go'
+
+## bench: the benchmark suite against a bare-River baseline; writes BENCHMARKS.md and bench.json.
+bench: build
+	$(GO) build -o bin/asterion-bench ./cmd/asterion-bench
+	./bin/asterion-bench -bin bin/asterion -out BENCHMARKS.md
