@@ -52,3 +52,13 @@ generate-check:
 bench: build
 	$(GO) build -o bin/asterion-bench ./cmd/asterion-bench
 	./bin/asterion-bench -bin bin/asterion -out BENCHMARKS.md
+
+FUZZTIME ?= 20s
+## fuzz: every fuzz target for FUZZTIME each (the seed corpora run in make test too).
+fuzz:
+	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzParseLastEventID$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/provider/ -run '^$$' -fuzz '^FuzzParseDirectives$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateStatus$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateHandle$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/ -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime $(FUZZTIME)
