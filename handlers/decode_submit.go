@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -125,7 +126,8 @@ func strictObject(body []byte, out *map[string]json.RawMessage) error {
 	if _, err := dec.Token(); err != nil {
 		return fmt.Errorf("malformed JSON")
 	}
-	if _, err := dec.Token(); err == nil {
+	// Only the end of the input may follow; anything else (even invalid JSON) is trailing data.
+	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("trailing data after the object")
 	}
 	*out = m
