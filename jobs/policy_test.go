@@ -128,15 +128,15 @@ func TestCanTransitionTable(t *testing.T) {
 	t.Parallel()
 	all := []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded}
 	legal := map[[2]jobs.State]bool{
-		{jobs.StateQueued, jobs.StateRunning}:        true,
-		{jobs.StateQueued, jobs.StateCancelled}:      true,
-		{jobs.StateRunning, jobs.StateSucceeded}:     true,
-		{jobs.StateRunning, jobs.StateQueued}:        true,
-		{jobs.StateRunning, jobs.StateFailed}:        true,
-		{jobs.StateRunning, jobs.StateCancelled}:     true,
-		{jobs.StateSucceeded, jobs.StateSuperseded}:  true,
-		{jobs.StateFailed, jobs.StateSuperseded}:     true,
-		{jobs.StateCancelled, jobs.StateSuperseded}:  true,
+		{jobs.StateQueued, jobs.StateRunning}:       true,
+		{jobs.StateQueued, jobs.StateCancelled}:     true,
+		{jobs.StateRunning, jobs.StateSucceeded}:    true,
+		{jobs.StateRunning, jobs.StateQueued}:       true,
+		{jobs.StateRunning, jobs.StateFailed}:       true,
+		{jobs.StateRunning, jobs.StateCancelled}:    true,
+		{jobs.StateSucceeded, jobs.StateSuperseded}: true,
+		{jobs.StateFailed, jobs.StateSuperseded}:    true,
+		{jobs.StateCancelled, jobs.StateSuperseded}: true,
 	}
 	n := 0
 	for _, from := range all {

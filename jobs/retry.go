@@ -23,8 +23,13 @@ func Backoff(next int, rnd func() float64) time.Duration {
 	n := float64(next - 2)
 	base := 5 * math.Pow(5, n)
 	jitter := 5 * math.Pow(3, n) * rnd()
-	d := time.Duration((base + jitter) * float64(time.Second))
-	return min(d, maxBackoff)
+	// Cap in seconds before converting: past about 2^63 ns the conversion overflows to a
+	// negative duration.
+	secs := base + jitter
+	if secs >= maxBackoff.Seconds() {
+		return maxBackoff
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // Decision is what to do after a failed attempt.

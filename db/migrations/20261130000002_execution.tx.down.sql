@@ -1,6 +1,5 @@
 DROP TABLE IF EXISTS sa_job_count;
 DROP FUNCTION IF EXISTS asterion_count_job() CASCADE;
-DROP FUNCTION IF EXISTS asterion_count_shard();
 DROP TABLE IF EXISTS sa_event_cursor;
 DROP TABLE IF EXISTS sa_event;
 DROP TABLE IF EXISTS sa_idempotency;

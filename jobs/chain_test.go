@@ -1,0 +1,237 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"asterion/db"
+	"asterion/jobs"
+	"asterion/jobs/deferred"
+)
+
+// submitChain submits a chain as the env's member and fails the test on error.
+func (e *tenv) submitChain(req jobs.ChainRequest) jobs.ChainAccepted {
+	e.t.Helper()
+	req.Viewer = e.v
+	out, err := e.s.SubmitChain(context.Background(), req)
+	if err != nil {
+		e.t.Fatalf("SubmitChain: %v", err)
+	}
+	return out
+}
+
+// waitChain waits until the chain is in one of states.
+func (e *tenv) waitChain(id uuid.UUID, timeout time.Duration, states ...string) jobs.ChainDetail {
+	e.t.Helper()
+	var d jobs.ChainDetail
+	waitFor(e.t, timeout, "chain "+id.String()+" to be "+strings.Join(states, "|"), func() bool {
+		var err error
+		d, err = e.s.GetChain(context.Background(), e.v, id)
+		if err != nil {
+			e.t.Fatalf("GetChain: %v", err)
+		}
+		for _, s := range states {
+			if d.Chain.State == s {
+				return true
+			}
+		}
+		return false
+	})
+	return d
+}
+
+func (e *tenv) entity(id uuid.UUID) db.Entity {
+	e.t.Helper()
+	var en db.Entity
+	if err := e.d.Bun.NewSelect().Model(&en).Where("id = ?", id).Scan(context.Background()); err != nil {
+		e.t.Fatalf("read entity %s: %v", id, err)
+	}
+	return en
+}
+
+func steps(texts ...string) []jobs.ChainStep {
+	out := make([]jobs.ChainStep, len(texts))
+	for i, t := range texts {
+		out[i] = jobs.ChainStep{Prompt: t, IncludePrevious: i > 0}
+	}
+	return out
+}
+
+func TestChainThreeStepsResumeInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	startRuntime(t, e, e.s, 4)
+	start := time.Now()
+	acc := e.submitChain(jobs.ChainRequest{Steps: steps("alpha", "beta", "gamma")})
+	h := validHandleDoc(t, acc.Operation)
+	if acc.Rejected || h["kind"] != jobs.KindFlowChain || h["status"] != "running" || h["cancel_href"] == nil {
+		t.Fatalf("accepted chain handle %v", h)
+	}
+	if want := deferred.OperationID(jobs.KindFlowChain, jobs.OwnerChainRuntime,
+		map[string]string{"chain_id": acc.Chain.ID.String()}, ""); acc.Operation.OperationID != want {
+		t.Errorf("chain operation id %s, want the deterministic %s", acc.Operation.OperationID, want)
+	}
+	d := e.waitChain(acc.Chain.ID, 20*time.Second, jobs.ChainCompleted, jobs.ChainFailed)
+	t.Logf("three steps ran in %s", time.Since(start))
+	if d.Chain.State != jobs.ChainCompleted {
+		t.Fatalf("chain %s: %s", d.Chain.State, d.Chain.Diagnostic)
+	}
+	var responses []uuid.UUID
+	var prevResp *db.Entity
+	var prevFinished time.Time
+	for i, st := range d.Steps {
+		if st.State != "completed" || st.OperationStatus != "completed" || st.ResponseID == nil || st.JobID == nil {
+			t.Fatalf("step %d: %+v", i+1, st)
+		}
+		job := e.job(*st.JobID)
+		prompt := e.entity(*st.PromptID)
+		resp := e.entity(*st.ResponseID)
+		want := []string{"alpha", "beta", "gamma"}[i]
+		if prevResp != nil {
+			want += "\n\nPrevious response:\n" + prevResp.Body
+			if job.CreatedAt.Before(prevFinished) {
+				t.Errorf("step %d was submitted at %s, before step %d finished at %s", i+1, job.CreatedAt, i, prevFinished)
+			}
+			if prompt.ParentID == nil || *prompt.ParentID != prevResp.ID {
+				t.Errorf("step %d prompt's parent %v, want the previous response %s", i+1, prompt.ParentID, prevResp.ID)
+			}
+		}
+		if prompt.Body != want {
+			t.Errorf("step %d prompt %q, want %q", i+1, prompt.Body, want)
+		}
+		if prompt.CorrelationID != acc.Chain.ID {
+			t.Errorf("step %d correlation %s, want the chain id", i+1, prompt.CorrelationID)
+		}
+		op := e.operation(*st.OperationID)
+		if op.ContinuationDigest == nil || len(*op.ContinuationDigest) != 64 {
+			t.Errorf("step %d operation has no continuation digest", i+1)
+		}
+		responses = append(responses, *st.ResponseID)
+		prevResp, prevFinished = &resp, *job.FinishedAt
+	}
+	// The sim provider echoes the prompt: the last answer carries all three in order.
+	if got, want := prevResp.Body, "Simulated answer to: gamma Previous response: Simulated answer to: beta Previous response: Simulated answer to: alpha"; got != want {
+		t.Errorf("last response %q, want %q", got, want)
+	}
+	st := validStatusDoc(t, d.Status)
+	res, _ := st["result"].(map[string]any)
+	if st["status"] != "completed" || res["chain_id"] != acc.Chain.ID.String() {
+		t.Fatalf("chain status %v", st)
+	}
+	gotResp, _ := json.Marshal(res["responses"])
+	wantResp, _ := json.Marshal(responses)
+	if string(gotResp) != string(wantResp) {
+		t.Errorf("result responses %s, want %s", gotResp, wantResp)
+	}
+	if n := e.count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
+		t.Errorf("%d continuations left after the chain completed", n)
+	}
+	if got := strings.Join(e.historyStatuses(acc.Chain.OperationID), ","); got != "running,completed" {
+		t.Errorf("chain history %s", got)
+	}
+	det, err := e.s.GetOperation(context.Background(), e.op, acc.Chain.OperationID)
+	if err != nil || det.ChainBrokenAt != -1 || det.Operation.ContinuationDigest == nil {
+		t.Errorf("chain operation detail: %v, broken at %d, digest %v", err, det.ChainBrokenAt, det.Operation.ContinuationDigest)
+	}
+}
+
+func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	startRuntime(t, e, e.s, 4)
+	acc := e.submitChain(jobs.ChainRequest{Steps: steps("one", "two #sim:fail=provider_4xx", "three")})
+	d := e.waitChain(acc.Chain.ID, 20*time.Second, jobs.ChainCompleted, jobs.ChainFailed)
+	if d.Chain.State != jobs.ChainFailed {
+		t.Fatalf("chain %s, want failed", d.Chain.State)
+	}
+	var diag jobs.ChainDiagnostic
+	if err := json.Unmarshal(d.Chain.Diagnostic, &diag); err != nil {
+		t.Fatal(err)
+	}
+	if diag.Step != 2 || diag.StepCount != 3 || diag.Status != "failed" || diag.ErrorKind != "provider_4xx" ||
+		!strings.HasPrefix(diag.Message, "step 2 of 3 ended failed (provider_4xx)") || diag.Operation == nil ||
+		*diag.Operation != *d.Steps[1].OperationID {
+		t.Fatalf("diagnostic %+v", diag)
+	}
+	digest, err := deferred.CanonicalDigest(diag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Operation.DiagnosticsDigest == nil || *d.Operation.DiagnosticsDigest != digest {
+		t.Errorf("diagnostics digest %v, want %s", d.Operation.DiagnosticsDigest, digest)
+	}
+	if got := []string{d.Steps[0].State, d.Steps[1].State, d.Steps[2].State}; strings.Join(got, ",") != "completed,failed,skipped" {
+		t.Errorf("step states %v", got)
+	}
+	if d.Steps[2].PromptID != nil {
+		t.Errorf("step 3 was submitted after step 2 failed")
+	}
+	st := validStatusDoc(t, d.Status)
+	errObj, _ := st["error"].(map[string]any)
+	if st["status"] != "failed" || errObj["kind"] != "step_failed" || !strings.Contains(errObj["message"].(string), "step 2") {
+		t.Errorf("chain status %v", st)
+	}
+	if n := e.count("SELECT count(*) FROM sa_job WHERE prompt_id IN (SELECT id FROM sa_entity WHERE correlation_id = ?)", acc.Chain.ID); n != 2 {
+		t.Errorf("%d jobs ran, want 2", n)
+	}
+}
+
+func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	acc := e.submitChain(jobs.ChainRequest{Steps: steps("first", "second"), Mode: jobs.ChainModeReject})
+	if !acc.Rejected {
+		t.Fatalf("a reject-as-failure chain was accepted: %+v", acc)
+	}
+	st := validStatusDoc(t, acc.Status)
+	errObj, _ := st["error"].(map[string]any)
+	if st["status"] != "failed" || st["terminal"] != true || errObj["kind"] != "deferred_rejected" ||
+		!strings.Contains(errObj["message"].(string), "reject-as-failure") {
+		t.Fatalf("status %v", st)
+	}
+	if n := e.count("SELECT count(*) FROM sa_entity"); n != 0 {
+		t.Errorf("%d prompts written for a rejected chain", n)
+	}
+	d, err := e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
+	if err != nil || d.Chain.State != jobs.ChainFailed || d.Steps[0].State != "skipped" || d.Operation.DiagnosticsDigest == nil {
+		t.Fatalf("chain %+v: %v", d.Chain, err)
+	}
+	if got := strings.Join(e.historyStatuses(acc.Chain.OperationID), ","); got != "pending,failed" {
+		t.Errorf("history %s", got)
+	}
+}
+
+func TestChainCancelWhileSuspended(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	startRuntime(t, e, e.s, 2)
+	acc := e.submitChain(jobs.ChainRequest{Steps: steps("#sim:hang first", "second")})
+	d, _ := e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
+	e.waitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
+	doc, err := e.s.CancelOperation(context.Background(), e.v, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+	if err != nil {
+		t.Fatalf("cancel chain: %v", err)
+	}
+	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
+		t.Fatalf("status %v", st)
+	}
+	d, _ = e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
+	if d.Chain.State != jobs.ChainCancelled || d.Steps[0].State != "cancelled" || d.Steps[1].State != "skipped" {
+		t.Fatalf("chain %s steps %s/%s", d.Chain.State, d.Steps[0].State, d.Steps[1].State)
+	}
+	if j := e.job(*d.Steps[0].JobID); j.State != string(jobs.StateCancelled) {
+		t.Errorf("step 1 job %s, want cancelled", j.State)
+	}
+	if n := e.count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
+		t.Errorf("%d continuations left after cancel", n)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := e.count("SELECT count(*) FROM sa_job"); n != 1 {
+		t.Errorf("%d jobs, want only step 1's", n)
+	}
+}

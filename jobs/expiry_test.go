@@ -1,0 +1,108 @@
+package jobs_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"asterion/jobs"
+	"asterion/jobs/deferred"
+)
+
+// TestExpiryHangingPromptEndsExpired: a #sim:hang prompt under a 2 s TTL policy is expired by
+// the leader's poller, and its job cancelled with error_kind expired.
+func TestExpiryHangingPromptEndsExpired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Policy = deferred.Policy{MaxTTL: 2 * time.Second} })
+	startRuntime(t, e, e.s, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond })
+	start := time.Now()
+	sub := e.submit("#sim:hang forever")
+	h := validHandleDoc(t, sub.Operation)
+	if got := sub.Operation.ExpiresAt.Sub(sub.Operation.AcceptedAt); got != 2*time.Second {
+		t.Fatalf("TTL %s, want the configured 2 s (handle %v)", got, h)
+	}
+	e.waitState(sub.JobID, jobs.StateRunning, 10*time.Second)
+	var op = e.operation(sub.Operation.OperationID)
+	waitFor(t, 15*time.Second, "the operation to expire", func() bool {
+		op = e.operation(sub.Operation.OperationID)
+		return op.Status == "expired"
+	})
+	took := time.Since(start)
+	t.Logf("expired %s after submit (TTL 2 s, poller every 500 ms)", took)
+	if took < 2*time.Second {
+		t.Errorf("expired after %s, before its TTL", took)
+	}
+	j := e.waitState(sub.JobID, jobs.StateCancelled, 5*time.Second)
+	if strv(j.ErrorKind) != "expired" {
+		t.Errorf("job error_kind %q, want expired", strv(j.ErrorKind))
+	}
+	waitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.riverState(*j.RiverJobID) == "cancelled" })
+	st := e.statusJSON(e.v, op.ID)
+	errObj, _ := st["error"].(map[string]any)
+	if st["status"] != "expired" || errObj["kind"] != "expired" {
+		t.Errorf("status %v", st)
+	}
+	if got := strings.Join(e.historyStatuses(op.ID), ","); got != "pending,running,expired" {
+		t.Errorf("history %s", got)
+	}
+	if e.s.Stats().Expiries.Load() < 1 {
+		t.Errorf("poller expiries counter %d", e.s.Stats().Expiries.Load())
+	}
+	// Expired is terminal: the poller never touches it again.
+	polls := e.operation(op.ID).PollCount
+	time.Sleep(1500 * time.Millisecond)
+	if after := e.operation(op.ID).PollCount; after != polls {
+		t.Errorf("poll_count moved from %d to %d after expiry", polls, after)
+	}
+	if _, err := e.s.CancelOperation(context.Background(), e.v, op.ID, jobs.Actor{Name: "test"}); err == nil {
+		t.Error("cancel of an expired operation succeeded")
+	}
+}
+
+// TestExpiryOfADeliveryInFlight: the poller expires a delivery whose request is in flight (it
+// cannot be cancelled, expiry wins); the 503 that comes back afterwards retries nothing, and
+// recovery leaves the settled row alone.
+func TestExpiryOfADeliveryInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), func(c *jobs.Config) {
+		c.Policy = deferred.Policy{MaxTTL: 2 * time.Second}
+		c.Delivery = jobs.DeliveryConfig{Timeout: 10 * time.Second, BackoffBase: 100 * time.Millisecond, RecoverEvery: 300 * time.Millisecond}
+	})
+	release := make(chan struct{})
+	rc := newHookReceiver(t, "exp", func(int, hookRequest) int { <-release; return http.StatusServiceUnavailable })
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	e.setWebhook(rc.srv.URL, "exp")
+	startRuntime(t, e, e.s, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
+	sub := e.submit("expire my delivery")
+	select {
+	case <-rc.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery arrived")
+	}
+	d, _ := e.deliveryOfJob(sub.JobID)
+	waitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.operation(d.OperationID).Status == "expired" })
+	close(release)
+	d = e.waitDelivery(sub.JobID, 10*time.Second, jobs.DeliveryExpired)
+	time.Sleep(1500 * time.Millisecond)
+	if n := len(rc.requests()); n != 1 {
+		t.Errorf("receiver got %d requests, want 1: an expired delivery is never retried", n)
+	}
+	if d, _ := e.deliveryOfJob(sub.JobID); d.State != jobs.DeliveryExpired || d.InFlightToken != nil {
+		t.Errorf("ledger %+v, want expired without an in-flight marker", d)
+	}
+	st := e.statusJSON(e.v, d.OperationID)
+	if st["status"] != "expired" {
+		t.Errorf("status %v", st)
+	}
+	if got := strings.Join(e.historyStatuses(d.OperationID), ","); got != "pending,running,expired" {
+		t.Errorf("history %s", got)
+	}
+}
