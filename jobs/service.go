@@ -60,6 +60,8 @@ type Config struct {
 	// attempt. The job row always records the design's backoff in scheduled_at; tests shrink
 	// the real wait instead of sleeping it. Nil means the backoff itself.
 	Wait func(backoff time.Duration) time.Duration
+	// Delivery configures webhook delivery of succeeded responses (delivery.go).
+	Delivery DeliveryConfig
 }
 
 // Service is the execution core shared by the API, the workers and the command line.
@@ -116,6 +118,8 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{}}
 	s.RegisterOwner(promptOwner{s})
+	s.RegisterOwner(deliveryOwner{s})
+	s.RegisterOwner(chainOwner{s})
 	return s, nil
 }
 

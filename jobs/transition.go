@@ -61,7 +61,9 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 	}
 	opStatus := ""
 	if job.OperationID != nil {
+		var was string
 		op, err := updateOperation(ctx, tx, *job.OperationID, func(op *db.Operation) {
+			was = op.Status
 			op.Status = operationStatusOf(job, op.Status)
 			if ch.to == StateSucceeded {
 				op.Result = ch.result
@@ -71,6 +73,9 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 			}
 		})
 		if err != nil {
+			return db.Job{}, err
+		}
+		if err := s.afterOperationChange(ctx, tx, was, op); err != nil {
 			return db.Job{}, err
 		}
 		opStatus = op.Status

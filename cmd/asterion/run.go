@@ -50,6 +50,7 @@ commands:
   serve [--addr=127.0.0.1:8080] [--workers=N] [--no-worker]   migrate, then serve HTTP and run workers
   migrate [up|down|status] [--all]                              apply, roll back or show migrations
   org create NAME                                               create an org
+  org set-webhook NAME (--url URL --secret-stdin | --clear)     deliver an org's responses to a webhook
   user create --org ORG --name NAME --role ROLE [--password-stdin]
   token create --user NAME                                      print a new API token
   run-worker [--once] [--batch-size=N] [--priority-ceiling=N]   a worker process only
@@ -76,6 +77,9 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 	case "migrate":
 		return c.migrate(ctx, rest)
 	case "org":
+		if len(rest) > 0 && rest[0] == "set-webhook" {
+			return c.orgSetWebhook(ctx, rest[1:])
+		}
 		if len(rest) == 0 || rest[0] != "create" {
 			return usagef("usage: asterion org create NAME")
 		}
