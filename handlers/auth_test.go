@@ -248,7 +248,7 @@ func TestRouteTableAuthorization(t *testing.T) {
 		name := r.Method + " " + r.Path
 		newReq := func() *http.Request { return httptest.NewRequest(r.Method, path, nil) }
 
-		for _, tok := range []string{"", revoked} {
+		for _, tok := range []string{"", revoked, identity.NewSecret("ast_")} {
 			req := newReq()
 			if tok != "" {
 				req = withBearer(req, tok)

@@ -17,6 +17,8 @@ import (
 
 	"asterion/db/dbtest"
 	"asterion/identity"
+	"asterion/jobs"
+	"asterion/jobs/provider"
 )
 
 // testEnv is one server over its own database with a real identity service.
@@ -34,6 +36,14 @@ func newTestEnv(t *testing.T, deps Deps) *testEnv {
 	deps.Identity = ids
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if deps.Jobs == nil {
+		// The pages read through the jobs service (no workers, no hub: nothing here runs jobs).
+		svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: deps.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps.Jobs = svc
 	}
 	return &testEnv{srv: New(deps), ids: ids, db: d}
 }

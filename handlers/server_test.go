@@ -137,6 +137,7 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 	e := newTestEnv(t, Deps{Registry: reg})
 	e.do(t, get("/healthz"))
 	e.do(t, get("/sa-core/v1/jobs/0d8e9c52-7d7e-4a55-9a63-3d5a8e5f3c11"))
+	e.do(t, get("/sa-core/v1/no-such-thing/7f1c2d3e-0000-4000-8000-000000000001"))
 	e.do(t, get("/admin/deferred-operations"))
 	resp, body := e.do(t, get("/metrics"))
 	if resp.StatusCode != http.StatusOK {
@@ -145,6 +146,7 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 	for _, want := range []string{
 		`asterion_http_requests_total{method="GET",route="/healthz",status="200"} 1`,
 		`asterion_http_requests_total{method="GET",route="/admin/deferred-operations",status="303"} 1`,
+		`asterion_http_requests_total{method="GET",route="/sa-core/v1/jobs/:id",status="401"} 1`,
 		`asterion_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
 		`asterion_http_request_duration_seconds_bucket{method="GET",route="/healthz"`,
 	} {
@@ -152,7 +154,7 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	if strings.Contains(body, "0d8e9c52") {
+	if strings.Contains(body, "0d8e9c52") || strings.Contains(body, "7f1c2d3e") {
 		t.Error("a raw path (with an id) became a label value")
 	}
 }

@@ -183,7 +183,7 @@ func TestParseRole(t *testing.T) {
 func TestPrincipalScopes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		role          identity.Role
+		role         identity.Role
 		allOrgs, org bool
 	}{
 		{identity.RoleMember, false, false},

@@ -123,7 +123,9 @@ func startServer(t *testing.T, extraEnv map[string]string) *testServer {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve", "--addr", addr}, getenv, strings.NewReader(""), s.Stdout, s.Logs) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr}, getenv, strings.NewReader(""), s.Stdout, s.Logs)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
