@@ -24,10 +24,37 @@ func (s *Server) routes() []Route {
 		{"POST", "/logout", Member, Page, s.logout},
 
 		// mission:begin (the mission field, issue 7)
+		{"GET", "/mission", Member, Page, s.missionPageHandler},
+		{"GET", "/mission/stream", Member, Page, s.missionStream},
+		{"GET", "/mission/drops", Member, Page, s.missionDrops},
+		{"POST", "/mission/prompts", Member, Page, s.missionSubmit},
+		{"POST", "/mission/prompts/:id/cancel", Member, Page, s.missionCancel},
+		{"POST", "/mission/prompts/:id/retry", Member, Page, s.missionRetry},
 		// mission:end
 
 		// dashboard:begin (operator dashboard pages and fragments, issue 6)
-		{"GET", "/admin/deferred-operations", Operator, Page, s.operationsPage},
+		{"GET", "/admin/deferred-operations", Operator, Page, s.dashOperationsPage},
+		{"GET", "/admin/deferred-operations/list", Operator, Page, s.operationsList},
+		{"GET", "/admin/deferred-operations/events", Operator, Page, s.operationsEvents},
+		{"GET", "/admin/deferred-operations/:id", Operator, Page, s.operationPage},
+		{"GET", "/admin/deferred-operations/:id/panel", Operator, Page, s.operationPanel},
+		{"GET", "/admin/deferred-operations/:id/events", Operator, Page, s.operationEvents},
+		{"POST", "/admin/deferred-operations/:id/poll", Operator, Page, s.operationPollAction},
+		{"POST", "/admin/deferred-operations/:id/cancel", Operator, Page, s.operationCancelAction},
+		{"GET", "/admin/jobs", Operator, Page, s.jobsPage},
+		{"GET", "/admin/jobs/list", Operator, Page, s.jobsList},
+		{"GET", "/admin/jobs/events", Operator, Page, s.jobsEvents},
+		{"GET", "/admin/jobs/bulk", Operator, Page, s.jobsBulkConfirm},
+		{"POST", "/admin/jobs/bulk", Operator, Page, s.jobsBulkAction},
+		{"GET", "/admin/jobs/:id", Operator, Page, s.jobPage},
+		{"GET", "/admin/jobs/:id/panel", Operator, Page, s.jobPanel},
+		{"GET", "/admin/jobs/:id/events", Operator, Page, s.jobEvents},
+		{"POST", "/admin/jobs/:id/cancel", Operator, Page, s.jobCancelAction},
+		{"POST", "/admin/jobs/:id/retry", Operator, Page, s.jobRetryAction},
+		{"GET", "/admin/health", Operator, Page, s.healthPage},
+		{"GET", "/admin/health/panel", Operator, Page, s.healthPanel},
+		{"GET", "/admin/river", Admin, Page, s.riverUI},
+		{"GET", "/admin/river/*", Admin, Page, s.riverUI},
 		// dashboard:end
 
 		// registry:begin (deferred-operation registry API, issue 5)
@@ -36,6 +63,8 @@ func (s *Server) routes() []Route {
 		{"GET", "/sa-core/v1/deferred-operations/:id/status", Member, API, s.operationStatus},
 		{"POST", "/sa-core/v1/deferred-operations/:id/poll", Member, API, s.pollOperation},
 		{"POST", "/sa-core/v1/deferred-operations/:id/cancel", Member, API, s.cancelOperation},
+		{"POST", "/sa-core/v1/chains", Member, API, s.submitChain},
+		{"GET", "/sa-core/v1/chains/:id", Member, API, s.getChain},
 		// registry:end
 
 		{"POST", "/sa-core/v1/prompt", Member, API, s.submitPrompt},

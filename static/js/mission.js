@@ -1,0 +1,311 @@
+// The mission field (/mission) on top of htmx 2 and htmx-ext-sse; no framework.
+//
+// - Drops arrive as OOB fragments (the SSE stream, the answer to a submit or an action, and
+//   polling). A drop the page has not seen yet first gets an empty placeholder at its place:
+//   its parent's thread (one level deeper), in prompt created_at order; the OOB swap fills it.
+// - A rendering never replaces a newer one of the same drop (data-version), so a late answer
+//   cannot move a drop back to an earlier state.
+// - Expanded responses stay expanded across live updates.
+// - While the stream is down and some drop is queued or running, the page polls
+//   GET /sa-core/v1/mission/recent?since= every 2 s and fetches the changed drops; it stops as
+//   soon as nothing is in flight, and when the stream is back.
+// - Live updates never touch the compose bar; a successful submit clears the text it sent.
+(function () {
+  "use strict";
+
+  var root = document.getElementById("mission");
+  if (!root || typeof htmx === "undefined") return;
+  var field = document.getElementById("field");
+  var form = document.getElementById("compose");
+  var text = document.getElementById("compose-text");
+  var parentSelect = document.getElementById("compose-parent");
+  var status = document.getElementById("live-status");
+
+  var POLL_MS = 2000;
+  var opened = {}; // prompt id -> true while its response is expanded
+  var stream = "connecting"; // connecting | open | down
+  var pollTimer = null;
+  var polling = false;
+
+  function num(el, name) {
+    return Number(el.getAttribute(name) || 0);
+  }
+  function promptOf(drop) {
+    return drop.id.replace(/^drop-/, "");
+  }
+
+  // ---- placing new drops -------------------------------------------------------------------
+
+  function findParent(id) {
+    if (!id) return null;
+    return document.getElementById("drop-" + id) ||
+      field.querySelector('.drop[data-response-id="' + CSS.escape(id) + '"]');
+  }
+
+  function insertSorted(container, el, selector) {
+    var created = num(el, "data-created");
+    var kids = container.querySelectorAll(":scope > " + selector);
+    for (var i = 0; i < kids.length; i++) {
+      if (num(kids[i], "data-created") > created) {
+        container.insertBefore(el, kids[i]);
+        return;
+      }
+    }
+    container.appendChild(el);
+  }
+
+  function place(drop) {
+    var ph = document.createElement("article");
+    ph.id = drop.id;
+    ph.className = "drop";
+    ph.setAttribute("data-version", "0");
+    ph.setAttribute("data-created", drop.getAttribute("data-created") || "0");
+    var parent = findParent(drop.getAttribute("data-parent"));
+    var thread = parent && parent.closest(".thread");
+    if (thread) {
+      ph.setAttribute("data-depth", String(Math.min(num(parent, "data-depth") + 1, 6)));
+    } else {
+      ph.setAttribute("data-depth", "0");
+      thread = document.createElement("section");
+      thread.className = "thread";
+      thread.id = "thread-" + promptOf(drop);
+      thread.setAttribute("data-created", ph.getAttribute("data-created"));
+      var empty = document.getElementById("field-empty");
+      if (empty) empty.remove();
+      insertSorted(field, thread, ".thread");
+    }
+    insertSorted(thread, ph, ".drop");
+  }
+
+  // prepare makes placeholders for the drops of an HTML answer that are not on the page yet.
+  // Fragments come in prompt created_at order, so a parent is placed before its continuations.
+  function prepare(html) {
+    if (typeof html !== "string" || html.indexOf("data-drop") < 0) return;
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    if (t.content.querySelector("#field")) return; // a snapshot replaces the field whole
+    var drops = t.content.querySelectorAll("[data-drop][hx-swap-oob]");
+    for (var i = 0; i < drops.length; i++) {
+      if (drops[i].id && !document.getElementById(drops[i].id)) place(drops[i]);
+    }
+  }
+
+  // ---- merging -----------------------------------------------------------------------------
+
+  function restoreOpen(node) {
+    var list = node.querySelectorAll("details[data-response]");
+    for (var i = 0; i < list.length; i++) {
+      var drop = list[i].closest(".drop");
+      if (drop && opened[promptOf(drop)]) list[i].open = true;
+    }
+  }
+
+  document.addEventListener("toggle", function (ev) {
+    var d = ev.target;
+    if (!d.matches || !d.matches("details[data-response]")) return;
+    var drop = d.closest(".drop");
+    if (!drop) return;
+    if (d.open) opened[promptOf(drop)] = true;
+    else delete opened[promptOf(drop)];
+  }, true);
+
+  document.addEventListener("htmx:oobBeforeSwap", function (ev) {
+    var target = ev.detail.target;
+    var fragment = ev.detail.fragment;
+    if (!target || !fragment) return;
+    if (target.id === "field") {
+      restoreOpen(fragment);
+      return;
+    }
+    if (!target.classList || !target.classList.contains("drop")) return;
+    var incoming = fragment.querySelector(".drop");
+    if (!incoming) return;
+    if (num(incoming, "data-version") < num(target, "data-version")) {
+      ev.detail.shouldSwap = false; // an older rendering: keep what the page shows
+      return;
+    }
+    if (!incoming.hasAttribute("data-depth") && target.hasAttribute("data-depth")) {
+      incoming.setAttribute("data-depth", target.getAttribute("data-depth"));
+    }
+    restoreOpen(incoming);
+  });
+
+  // Answers to the page's own requests: place new drops; show 409 (the drop as it is now) and
+  // 422 (the compose error) instead of dropping them.
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    if (!root.contains(ev.detail.elt)) return;
+    var code = ev.detail.xhr.status;
+    if (code === 409 || code === 422) {
+      ev.detail.shouldSwap = true;
+      ev.detail.isError = false;
+    }
+    if (ev.detail.shouldSwap) prepare(ev.detail.serverResponse);
+  });
+
+  // ---- the stream --------------------------------------------------------------------------
+
+  function setStream(s) {
+    stream = s;
+    root.setAttribute("data-stream", s);
+    if (status) {
+      status.textContent = s === "open" ? "Live" : s === "down" ? "Reconnecting…" : "Connecting…";
+    }
+  }
+
+  document.addEventListener("htmx:sseBeforeMessage", function (ev) {
+    prepare(ev.detail && ev.detail.data);
+  });
+  document.addEventListener("htmx:sseOpen", function () {
+    setStream("open");
+    stopPolling();
+  });
+  document.addEventListener("htmx:sseError", function () {
+    setStream("down");
+    maybePoll();
+  });
+
+  // ---- polling fallback --------------------------------------------------------------------
+
+  function inFlight() {
+    return !!field.querySelector(".drop.is-queued, .drop.is-pending");
+  }
+
+  function asOf() {
+    var s = document.getElementById("mission-sync");
+    return s ? s.getAttribute("data-as-of") : "";
+  }
+
+  function setAsOf(v) {
+    var s = document.getElementById("mission-sync");
+    if (s && v) s.setAttribute("data-as-of", v);
+  }
+
+  function stopPolling() {
+    if (pollTimer) clearTimeout(pollTimer);
+    pollTimer = null;
+  }
+
+  function maybePoll() {
+    if (stream !== "down" || pollTimer || polling || !inFlight()) return;
+    pollTimer = setTimeout(poll, POLL_MS);
+  }
+
+  function poll() {
+    pollTimer = null;
+    if (stream !== "down" || !inFlight()) return;
+    polling = true;
+    var since = asOf();
+    var url = "/sa-core/v1/mission/recent" + (since ? "?since=" + encodeURIComponent(since) : "");
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) {
+        if (!r.ok) throw new Error("mission/recent: " + r.status);
+        return r.json();
+      })
+      .then(function (body) {
+        if (!body.items || body.items.length === 0) {
+          setAsOf(body.as_of);
+          return null;
+        }
+        var drops = "/mission/drops" + (since ? "?since=" + encodeURIComponent(since) : "");
+        return fetch(drops, { credentials: "same-origin", headers: { "HX-Request": "true" } })
+          .then(function (r) {
+            if (!r.ok) throw new Error("mission/drops: " + r.status);
+            return r.text();
+          })
+          .then(function (html) {
+            // Merge by prompt id (OOB swaps by drop id), then move the cursor on.
+            prepare(html);
+            var sync = document.getElementById("mission-sync");
+            htmx.swap(sync, html, { swapStyle: "none" }, { contextElement: sync });
+            setAsOf(body.as_of);
+          });
+      })
+      .catch(function () { /* try again in 2 s while work is in flight */ })
+      .then(function () {
+        polling = false;
+        maybePoll();
+      });
+  }
+
+  // ---- compose bar -------------------------------------------------------------------------
+
+  // syncParents lists every drop in "continue from" (newest first) without touching the choice.
+  function syncParents() {
+    if (!parentSelect) return;
+    var have = {};
+    for (var i = 0; i < parentSelect.options.length; i++) have[parentSelect.options[i].value] = true;
+    var drops = field.querySelectorAll(".drop[data-drop]");
+    for (var j = 0; j < drops.length; j++) {
+      var id = promptOf(drops[j]);
+      if (have[id]) continue;
+      var opt = document.createElement("option");
+      opt.value = id;
+      opt.textContent = drops[j].getAttribute("data-excerpt") || id;
+      parentSelect.insertBefore(opt, parentSelect.options[1] || null);
+      have[id] = true;
+    }
+  }
+
+  // markParent outlines the drop the next prompt continues.
+  function markParent() {
+    var want = parentSelect ? parentSelect.value : "";
+    var marked = field.querySelectorAll(".drop[data-continuing]");
+    for (var i = 0; i < marked.length; i++) {
+      if (promptOf(marked[i]) !== want) marked[i].removeAttribute("data-continuing");
+    }
+    var d = want && document.getElementById("drop-" + want);
+    if (d) d.setAttribute("data-continuing", "");
+  }
+
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("[data-continue]");
+    if (!b || !parentSelect) return;
+    ev.preventDefault();
+    syncParents();
+    parentSelect.value = b.getAttribute("data-continue");
+    markParent();
+    if (text) text.focus();
+  });
+  if (parentSelect) parentSelect.addEventListener("change", markParent);
+
+  var sent = null;
+  if (form) {
+    form.addEventListener("htmx:beforeRequest", function (ev) {
+      if (ev.detail.elt === form) sent = text ? text.value : null;
+    });
+    form.addEventListener("htmx:afterRequest", function (ev) {
+      if (ev.detail.elt !== form || !ev.detail.successful) return;
+      // Clear only what was sent: text typed while the request was on its way stays.
+      if (text && text.value === sent) text.value = "";
+      if (parentSelect) parentSelect.value = "";
+      sent = null;
+      markParent();
+      maybePoll();
+    });
+  }
+  if (text && form) {
+    text.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+        ev.preventDefault();
+        if (form.requestSubmit) form.requestSubmit();
+      }
+    });
+  }
+
+  var toggle = document.getElementById("show-superseded");
+  if (toggle) {
+    var applyToggle = function () { root.classList.toggle("show-superseded", toggle.checked); };
+    toggle.addEventListener("change", applyToggle);
+    applyToggle();
+  }
+
+  function afterUpdate() {
+    syncParents();
+    markParent();
+    maybePoll();
+  }
+  ["htmx:afterSettle", "htmx:oobAfterSwap", "htmx:sseMessage"].forEach(function (name) {
+    document.addEventListener(name, afterUpdate);
+  });
+  syncParents();
+})();
