@@ -45,6 +45,7 @@ type Deps struct {
 	SecureCookies bool
 	// Version is printed by /healthz.
 	Version string
+	RiverUI http.Handler // River's own web UI (riverui.Handler), mounted at /admin/river for admins; nil leaves it out.
 }
 
 // Server is the HTTP application.

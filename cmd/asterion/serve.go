@@ -97,6 +97,10 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		}
 		log.Info("worker pool started", "workers", *workers, "worker_id", runtime.ID())
 	}
+	riverUI, err := newRiverUI(ctx, cn, runtime)
+	if err != nil {
+		return err
+	}
 	migrator, err := db.NewMigrator(cn.bun, cn.pool)
 	if err != nil {
 		return err
@@ -108,9 +112,12 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		Identity: ids,
 		Jobs:     svc,
 		Hub:      hub,
+		RiverUI:  riverUI,
 		Logger:   log,
 		Registry: reg,
 		Version:  version,
+		// Behind a TLS-terminating proxy the browser talks HTTPS: mark cookies Secure.
+		SecureCookies: c.getenv("ASTERION_SECURE_COOKIES") == "true",
 		Ready: func(ctx context.Context) error {
 			st, err := migrator.Status(ctx)
 			if err != nil {
