@@ -80,7 +80,13 @@ func appendHistory(ctx context.Context, tx bun.IDB, op db.Operation) error {
 		seq = prev.Seq + 1
 	}
 	st, _ := deferred.ParseStatus(op.Status)
-	e, err := deferred.NewHistoryEntry(prev, seq, st, op.UpdatedAt, raw)
+	// A row's time is its transaction's start; a transaction that started earlier may commit
+	// after a later one, so an entry is never dated before the entry it follows.
+	at := op.UpdatedAt
+	if prev != nil && at.Before(prev.At) {
+		at = prev.At
+	}
+	e, err := deferred.NewHistoryEntry(prev, seq, st, at, raw)
 	if err != nil {
 		return fmt.Errorf("history entry of operation %s: %w", op.ID, err)
 	}

@@ -19,8 +19,6 @@ import (
 
 // Notification channels.
 const (
-	// pendingChannel is notified by a writer's commit: there are events to number.
-	pendingChannel = "asterion_event_pending"
 	// eventsChannel is notified by the sequencer: events up to the payload's seq are readable.
 	eventsChannel = "asterion_events"
 	// sequencerLock serialises sequencers across processes.
@@ -48,16 +46,25 @@ type Event struct {
 
 // Publish records an event inside the caller's transaction; it becomes visible, and is
 // numbered, only if that transaction commits.
+//
+// Writers do not NOTIFY: PostgreSQL serialises the commits of every transaction that sent a
+// notification behind one lock held across the commit's WAL flush, which capped every job
+// transaction at one commit per flush. Hubs instead look for unnumbered events every few
+// milliseconds through a partial index (see Hub), and only the sequencer notifies.
 func Publish(ctx context.Context, tx bun.IDB, e Event) error {
 	row := db.Event{Topic: e.Topic, OrgID: e.OrgID, UserID: e.UserID, PromptID: e.PromptID, JobID: e.JobID,
 		OperationID: e.OperationID, Payload: e.Payload}
 	if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
 		return fmt.Errorf("publish %s event: %w", e.Topic, err)
 	}
-	if _, err := tx.ExecContext(ctx, "SELECT pg_notify('"+pendingChannel+"', '')"); err != nil {
-		return fmt.Errorf("notify pending event: %w", err)
-	}
 	return nil
+}
+
+// Pending reports whether committed events wait to be numbered (an index-only probe).
+func Pending(ctx context.Context, bunDB bun.IDB) (bool, error) {
+	var ok bool
+	err := bunDB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM sa_event WHERE seq IS NULL)").Scan(&ok)
+	return ok, err
 }
 
 // Sequence numbers every committed, unnumbered event in id order after the highest number given

@@ -135,10 +135,8 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 		_ = conn.Conn().Close(context.Background())
 		conn.Release()
 	}()
-	for _, ch := range []string{pendingChannel, eventsChannel} {
-		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
-			return err
-		}
+	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
+		return err
 	}
 	h.readyOne.Do(func() { close(h.ready) })
 	// Catch up on whatever happened while not listening.
@@ -149,9 +147,7 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n.Channel == pendingChannel {
-			signal(h.sequence)
-		} else {
+		if n.Channel == eventsChannel {
 			signal(h.kick)
 		}
 	}
@@ -164,13 +160,23 @@ func signal(c chan struct{}) {
 	}
 }
 
+// probeEvery is how often a hub looks for committed events to number (writers do not notify;
+// see Publish). The probe is one index-only query.
+const probeEvery = 10 * time.Millisecond
+
 func (h *Hub) workLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	probe := time.NewTicker(probeEvery)
+	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-probe.C:
+			if ok, err := Pending(ctx, h.db); err == nil && ok {
+				signal(h.sequence)
+			}
 		case <-h.sequence:
 			if _, n, err := Sequence(ctx, h.db); err != nil {
 				if ctx.Err() == nil {
