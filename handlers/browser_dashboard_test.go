@@ -173,11 +173,23 @@ func TestBrowserDashboardCancel(t *testing.T) {
 	chromeDo(t, detail, "open the operation",
 		chromedp.Navigate(a.Base+"/admin/deferred-operations/"+id),
 		chromedp.WaitVisible(chromedp.CSS(`#op-status[data-status="running"]`)),
-		chromedp.Click(chromedp.CSS(`#op-panel [data-dialog-open="cancel-dialog"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#cancel-dialog[open] button[type=submit]`)),
 	)
-	chromeDo(t, detail, "confirm the cancel",
-		chromedp.Click(chromedp.CSS(`#cancel-dialog button[type=submit]`)),
+	// The panel may be re-rendered by a live update at any moment, so click through the
+	// current DOM (a node id taken a moment earlier may be gone) and retry until it took.
+	chromeWait[bool](t, detail, "the cancel dialog to open", `(function(){
+		var d = document.querySelector('#cancel-dialog');
+		if (d && d.open) return true;
+		var b = document.querySelector('#op-panel [data-dialog-open="cancel-dialog"]');
+		if (b) b.click();
+		return false;
+	})()`, 10*time.Second)
+	chromeWait[bool](t, detail, "the cancel to be confirmed", `(function(){
+		var b = document.querySelector('#cancel-dialog[open] button[type=submit]');
+		if (!b) return false;
+		b.click();
+		return true;
+	})()`, 10*time.Second)
+	chromeDo(t, detail, "see the cancel",
 		chromedp.WaitVisible(chromedp.CSS(`#op-status[data-status="cancelled"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#notice`)),
 		chromedp.WaitVisible(chromedp.CSS(`#cancel-unavailable`)),

@@ -31,6 +31,9 @@ import (
 // BodyLimit is the largest request body accepted (CONTRACT.md: 413 above 256 KiB).
 const BodyLimit = 256 * 1024
 
+// transportBodyLimit is what the server reads before refusing outright.
+const transportBodyLimit = 8 << 20
+
 // Deps are the server's collaborators, passed in explicitly.
 type Deps struct {
 	Identity *identity.Service
@@ -65,15 +68,18 @@ func New(deps Deps) *Server {
 	}
 	s := &Server{deps: deps, log: deps.Logger}
 	s.app = fiber.New(fiber.Config{
-		AppName:               "asterion",
-		BodyLimit:             BodyLimit,
+		AppName: "asterion",
+		// fasthttp answers a body over its limit and closes the connection while the client may
+		// still be writing, which the client sees as a broken pipe instead of the 413; so the
+		// transport limit is larger and enforceBodyLimit answers the contract's 413 cleanly.
+		BodyLimit:             transportBodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		ErrorHandler:          s.handleError,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
-	s.app.Use(s.recoverPanic, s.requestID, s.accessLog, metrics.middleware)
+	s.app.Use(s.recoverPanic, s.requestID, s.accessLog, metrics.middleware, enforceBodyLimit)
 	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
 	for _, r := range s.routes() {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
@@ -203,4 +209,13 @@ func (s *Server) metricsHandler() fiber.Handler {
 		h(c.Context())
 		return nil
 	}
+}
+
+// enforceBodyLimit answers 413 for a body over BodyLimit, after the body was read, so the
+// client always gets the answer.
+func enforceBodyLimit(c *fiber.Ctx) error {
+	if len(c.Request().Body()) > BodyLimit {
+		return fiber.NewError(fiber.StatusRequestEntityTooLarge, "request body too large")
+	}
+	return c.Next()
 }

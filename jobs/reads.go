@@ -133,11 +133,17 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		limit = 100
 	}
 	var asOf time.Time
-	if err := s.db.QueryRowContext(ctx, `SELECT LEAST(clock_timestamp(), COALESCE((
+	// The half-second margin covers the moment between a transaction taking its start time and
+	// announcing it in pg_stat_activity.
+	if err := s.db.QueryRowContext(ctx, `SELECT LEAST(clock_timestamp() - interval '500 milliseconds', COALESCE((
 		SELECT min(xact_start) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
 		  AND backend_type = 'client backend'), 'infinity'))`).Scan(&asOf); err != nil {
 		return time.Time{}, nil, fmt.Errorf("read change watermark: %w", err)
+	}
+	if since != nil && asOf.Before(*since) {
+		// Never hand back an earlier mark than the one given: chaining stays monotonic.
+		asOf = *since
 	}
 	q := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j")
 	if since != nil {
