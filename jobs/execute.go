@@ -143,7 +143,12 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string) outc
 			case <-callCtx.Done():
 				return
 			case <-t.C:
-				ok, err := s.heartbeat(context.WithoutCancel(callCtx), job.ID, claim)
+				// A cancelled execution must not prove liveness any more, even if the ticker
+				// fired at the same moment.
+				if callCtx.Err() != nil {
+					return
+				}
+				ok, err := s.heartbeat(callCtx, job.ID, claim)
 				if err != nil {
 					s.log.Warn("heartbeat failed", "job_id", job.ID, "err", err)
 					continue

@@ -133,9 +133,7 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		limit = 100
 	}
 	var asOf time.Time
-	// The half-second margin covers the moment between a transaction taking its start time and
-	// announcing it in pg_stat_activity.
-	if err := s.db.QueryRowContext(ctx, `SELECT LEAST(clock_timestamp() - interval '500 milliseconds', COALESCE((
+	if err := s.db.QueryRowContext(ctx, `SELECT LEAST(clock_timestamp(), COALESCE((
 		SELECT min(xact_start) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
 		  AND backend_type = 'client backend'), 'infinity'))`).Scan(&asOf); err != nil {
