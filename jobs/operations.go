@@ -204,12 +204,9 @@ type OperationDetail struct {
 }
 
 // getVisibleOperation loads an operation v may see, or ErrNotFound.
-func (s *Service) getVisibleOperation(ctx context.Context, idb bun.IDB, v Viewer, id uuid.UUID, lock bool) (db.Operation, error) {
+func (s *Service) getVisibleOperation(ctx context.Context, idb bun.IDB, v Viewer, id uuid.UUID) (db.Operation, error) {
 	var op db.Operation
 	q := idb.NewSelect().Model(&op).Where("id = ?", id)
-	if lock {
-		q = q.For("UPDATE")
-	}
 	err := q.Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(op.OrgID, op.CreatedBy)) {
 		return db.Operation{}, fmt.Errorf("operation %s: %w", id, ErrNotFound)
@@ -222,7 +219,7 @@ func (s *Service) getVisibleOperation(ctx context.Context, idb bun.IDB, v Viewer
 
 // GetOperation returns the operator view of an operation.
 func (s *Service) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (OperationDetail, error) {
-	op, err := s.getVisibleOperation(ctx, s.db, v, id, false)
+	op, err := s.getVisibleOperation(ctx, s.db, v, id)
 	if err != nil {
 		return OperationDetail{}, err
 	}
@@ -259,7 +256,7 @@ func (s *Service) History(ctx context.Context, id uuid.UUID) ([]deferred.History
 
 // OperationStatus returns the status document of a visible operation.
 func (s *Service) OperationStatus(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
-	op, err := s.getVisibleOperation(ctx, s.db, v, id, false)
+	op, err := s.getVisibleOperation(ctx, s.db, v, id)
 	if err != nil {
 		return deferred.StatusDoc{}, err
 	}
@@ -366,7 +363,7 @@ func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep
 func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		op, err := s.getVisibleOperation(ctx, tx, v, id, false)
+		op, err := s.getVisibleOperation(ctx, tx, v, id)
 		if err != nil {
 			return err
 		}
@@ -391,7 +388,7 @@ func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (de
 func (s *Service) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		op, err := s.getVisibleOperation(ctx, tx, v, id, false)
+		op, err := s.getVisibleOperation(ctx, tx, v, id)
 		if err != nil {
 			return err
 		}

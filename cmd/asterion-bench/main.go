@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -210,11 +208,4 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d cores (%s), %s, %s/%s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
-
-var errTimeout = errors.New("timed out")
-
-func mustJSON(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }
