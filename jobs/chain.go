@@ -651,13 +651,14 @@ func (o chainOwner) Cancel(ctx context.Context, tx bun.Tx, op db.Operation, erro
 	if err == nil && cur.JobID != nil && cur.State == "suspended" {
 		// A step that settles locks job → its operation → the chain row; this side holds the
 		// chain row already, so it never waits for the job: a job locked right now is being
-		// finalised, and the cancel is refused with that reason (a retry succeeds).
+		// finalised or heartbeated, and the attempt is refused as busy; CancelOperation
+		// retries it in a fresh transaction, after the other side let go.
 		var jobs []db.Job
 		if err := tx.NewSelect().Model(&jobs).Where("id = ?", *cur.JobID).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
 			return fmt.Errorf("lock job of chain %s step %d: %w", ch.ID, cur.Step, err)
 		}
 		if len(jobs) == 0 {
-			return &ErrNotCancelable{Reason: fmt.Sprintf("step %d is being finalised right now; try again", cur.Step)}
+			return &ErrNotCancelable{Reason: fmt.Sprintf("step %d is being finalised right now; try again", cur.Step), Busy: true}
 		}
 		job = &jobs[0]
 	}

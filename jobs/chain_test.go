@@ -3,11 +3,13 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/uptrace/bun"
 
 	"asterion/db"
 	"asterion/jobs"
@@ -233,5 +235,55 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := e.count("SELECT count(*) FROM sa_job"); n != 1 {
 		t.Errorf("%d jobs, want only step 1's", n)
+	}
+}
+
+// TestChainCancelRidesOutABriefLockOnTheStepJob holds the running step's job row locked, as a
+// heartbeat or a settling worker does for a moment: a cancel arriving then succeeds once the
+// lock is gone, and one facing a lock that never goes away is refused as busy, not hung.
+func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	startRuntime(t, e, e.s, 2)
+	lockJob := func(id uuid.UUID) bun.Tx {
+		tx, err := e.d.Bun.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(context.Background(), "SELECT 1 FROM sa_job WHERE id = ? FOR UPDATE", id); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	for _, tc := range []struct {
+		name     string
+		holdFor  time.Duration
+		wantBusy bool
+	}{
+		{"brief lock", 80 * time.Millisecond, false},
+		{"lock outlasting the retries", 3 * time.Second, true},
+	} {
+		acc := e.submitChain(jobs.ChainRequest{Steps: steps("#sim:hang first", "second")})
+		d, _ := e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
+		e.waitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
+		tx := lockJob(*d.Steps[0].JobID)
+		released := make(chan struct{})
+		go func() {
+			time.Sleep(tc.holdFor)
+			_ = tx.Rollback()
+			close(released)
+		}()
+		doc, err := e.s.CancelOperation(context.Background(), e.v, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+		var refused *jobs.ErrNotCancelable
+		if tc.wantBusy {
+			if !errors.As(err, &refused) || !refused.Busy {
+				t.Errorf("%s: cancel gave %v, want a busy refusal", tc.name, err)
+			}
+		} else if err != nil {
+			t.Errorf("%s: cancel: %v", tc.name, err)
+		} else if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
+			t.Errorf("%s: status %v", tc.name, st)
+		}
+		<-released
 	}
 }

@@ -18,7 +18,13 @@ import (
 )
 
 // ErrNotCancelable means the operation's owner cannot cancel it now; Reason says why.
-type ErrNotCancelable struct{ Reason string }
+type ErrNotCancelable struct {
+	Reason string
+	// Busy marks a refusal that clears by itself moments later: the work is locked by its
+	// own settlement or heartbeat right now. CancelOperation retries such refusals briefly
+	// before passing them on, so a caller sees one only when the work stays busy.
+	Busy bool
+}
 
 func (e *ErrNotCancelable) Error() string { return "not cancelable: " + e.Reason }
 
@@ -386,6 +392,23 @@ func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (de
 // CancelOperation cancels through the owner; a terminal operation is ErrConflict and a
 // non-cancelable one *ErrNotCancelable with its reason.
 func (s *Service) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
+	const attempts = 20
+	for attempt := 1; ; attempt++ {
+		doc, err := s.cancelOperationOnce(ctx, v, id, actor)
+		var busy *ErrNotCancelable
+		if attempt == attempts || !errors.As(err, &busy) || !busy.Busy {
+			return doc, err
+		}
+		select {
+		case <-ctx.Done():
+			return doc, err
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
+}
+
+// cancelOperationOnce is one cancel attempt in one transaction.
+func (s *Service) cancelOperationOnce(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		op, err := s.getVisibleOperation(ctx, tx, v, id)
