@@ -45,6 +45,23 @@ type config struct {
 	openRate  int
 	e2eJobs   int
 	out       string
+	// sides and phases narrow a run for investigation; a narrowed run prints its figures and
+	// writes no report, so BENCHMARKS.md only ever holds complete runs.
+	sides  string
+	phases string
+}
+
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e"
+
+func (c config) narrowed() bool { return c.sides != allSides || c.phases != allPhases }
+
+func (c config) wants(list, item string) bool {
+	for _, x := range strings.Split(list, ",") {
+		if strings.TrimSpace(x) == item {
+			return true
+		}
+	}
+	return false
 }
 
 func run() error {
@@ -56,6 +73,8 @@ func run() error {
 	flag.IntVar(&cfg.openRate, "rate", 300, "open-loop offered submits per second")
 	flag.IntVar(&cfg.e2eJobs, "e2e-jobs", 3000, "jobs in the end-to-end phase")
 	flag.StringVar(&cfg.out, "out", "BENCHMARKS.md", "report path (bench.json is written beside it)")
+	flag.StringVar(&cfg.sides, "sides", allSides, "which servers to measure (comma-separated)")
+	flag.StringVar(&cfg.phases, "phases", allPhases, "which phases to run (comma-separated)")
 	flag.Parse()
 	ctx := context.Background()
 
@@ -111,26 +130,39 @@ func run() error {
 		p *probe
 		r *side
 	}{{baseT, baseProbe, &rep.Baseline}, {astT, astProbe, &rep.Asterion}} {
-		fmt.Fprintf(os.Stderr, "== %s\n", pair.t.name)
-		warm := closedLoop(pair.t, 10, 2*time.Second)
-		_ = warm
-		pair.p.drain(ctx)
-		pair.r.Closed50 = closedLoop(pair.t, 50, cfg.closedFor)
-		pair.p.drain(ctx)
-		pair.r.Closed200 = closedLoop(pair.t, 200, cfg.closedFor)
-		pair.p.drain(ctx)
-		pair.r.Open = openLoop(pair.t, cfg.openRate, cfg.openFor)
-		pair.p.drain(ctx)
-		pair.r.Pickup, err = pair.p.pickup(ctx, pair.t, 100)
-		if err != nil {
-			return err
+		if !cfg.wants(cfg.sides, pair.t.name) {
+			continue
 		}
+		fmt.Fprintf(os.Stderr, "== %s\n", pair.t.name)
+		closedLoop(pair.t, 10, 2*time.Second) // warm-up: connections, caches, JIT of the plans
 		pair.p.drain(ctx)
-		pair.r.E2E, err = pair.p.endToEnd(ctx, pair.t, cfg.e2eJobs)
-		if err != nil {
-			return err
+		if cfg.wants(cfg.phases, "closed50") {
+			pair.r.Closed50 = closedLoop(pair.t, 50, cfg.closedFor)
+			pair.p.drain(ctx)
+		}
+		if cfg.wants(cfg.phases, "closed200") {
+			pair.r.Closed200 = closedLoop(pair.t, 200, cfg.closedFor)
+			pair.p.drain(ctx)
+		}
+		if cfg.wants(cfg.phases, "open") {
+			pair.r.Open = openLoop(pair.t, cfg.openRate, cfg.openFor)
+			pair.p.drain(ctx)
+		}
+		if cfg.wants(cfg.phases, "pickup") {
+			if pair.r.Pickup, err = pair.p.pickup(ctx, pair.t, 100); err != nil {
+				return err
+			}
+			pair.p.drain(ctx)
+		}
+		if cfg.wants(cfg.phases, "e2e") {
+			if pair.r.E2E, err = pair.p.endToEnd(ctx, pair.t, cfg.e2eJobs); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(os.Stderr, "%+v\n", *pair.r)
+	}
+	if cfg.narrowed() {
+		return nil
 	}
 	return rep.write(cfg.out)
 }
