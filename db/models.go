@@ -180,6 +180,17 @@ type Operation struct {
 	PollCount               int             `bun:"poll_count"`
 	TerminalAt              *time.Time      `bun:"terminal_at"`
 	UpdatedAt               time.Time       `bun:"updated_at,nullzero,default:now()"`
+	// HistorySeq, HistoryDigest and HistoryAt are the head of the status history: the seq,
+	// entry digest and time of its last entry (0 and nil before the first).
+	HistorySeq    int64      `bun:"history_seq"`
+	HistoryDigest *string    `bun:"history_digest"`
+	HistoryAt     *time.Time `bun:"history_at"`
+
+	// The fields below are read only by the registry's lock (updateOperation), in the same
+	// round trip: the transaction's clock, and the org's webhook a completion may deliver to.
+	TxNow          time.Time `bun:"tx_now,scanonly"`
+	OrgWebhookRead bool      `bun:"org_webhook_read,scanonly"`
+	OrgWebhookURL  *string   `bun:"org_webhook_url,scanonly"`
 }
 
 // OperationHistory is one digest-chained entry of an operation's status history.

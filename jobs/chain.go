@@ -286,7 +286,7 @@ func (s *Service) SubmitChain(ctx context.Context, req ChainRequest) (ChainAccep
 		if err != nil {
 			return fmt.Errorf("build chain handle: %w", err)
 		}
-		op, err := recordAccepted(ctx, tx, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
+		op, err := recordAccepted(ctx, tx, nil, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
 		if err != nil {
 			return err
 		}
@@ -395,7 +395,7 @@ func (s *Service) suspendChainOnStep(ctx context.Context, tx bun.Tx, ch *Chain, 
 		return fmt.Errorf("insert prompt of chain %s step %d: %w", ch.ID, cont.Step, err)
 	}
 	opts, _ := json.Marshal(ExecutionOptions{})
-	job, h, err := s.enqueueTx(ctx, tx, newJob{promptID: promptID, priority: ch.Priority, maxAttempts: DefaultMaxAttempt,
+	job, h, err := s.enqueueTx(ctx, tx, nil, newJob{promptID: promptID, priority: ch.Priority, maxAttempts: DefaultMaxAttempt,
 		options: opts, orgID: ch.OrgID, userID: ch.CreatedBy, correlation: ch.ID})
 	if err != nil {
 		return err

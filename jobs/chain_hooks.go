@@ -44,7 +44,10 @@ type continuation struct {
 //   - accepts a webhook delivery of a completed prompt.execute operation when its org has a
 //     webhook configured (artifact.delivery, see delivery.go);
 //   - resumes the continuation suspended on it, if any (flow.chain, see chain.go).
-func (s *Service) afterOperationChange(ctx context.Context, idb bun.IDB, was string, op db.Operation) error {
+//
+// Its writes go through b when given (nil: at once); before resuming a continuation, which
+// reads what the transaction wrote, b is run.
+func (s *Service) afterOperationChange(ctx context.Context, idb bun.IDB, b *db.Batch, was string, op db.Operation) error {
 	if deferred.Status(was).Terminal() || !deferred.Status(op.Status).Terminal() {
 		return nil
 	}
@@ -53,8 +56,17 @@ func (s *Service) afterOperationChange(ctx context.Context, idb bun.IDB, was str
 		return fmt.Errorf("settle operation %s: not inside a transaction", op.ID)
 	}
 	if op.Kind == KindPromptExecute && op.Status == string(deferred.StatusCompleted) {
-		if err := s.acceptDeliveryTx(ctx, tx, op); err != nil {
+		if err := s.acceptDeliveryTx(ctx, tx, b, op); err != nil {
 			return err
+		}
+	}
+	if op.ContinuationDigest == nil {
+		// A continuation is only ever stored together with its digest on this row.
+		return nil
+	}
+	if b != nil {
+		if err := b.Exec(ctx, tx); err != nil {
+			return fmt.Errorf("settle operation %s: %w", op.ID, err)
 		}
 	}
 	c, err := takeContinuation(ctx, tx, op.ID)
@@ -108,7 +120,7 @@ func takeContinuation(ctx context.Context, tx bun.Tx, id uuid.UUID) (*continuati
 func (s *Service) recordStatus(ctx context.Context, tx bun.Tx, id uuid.UUID, rep Report) (db.Operation, error) {
 	var was string
 	var wasReason *string
-	out, err := updateOperation(ctx, tx, id, func(o *db.Operation) {
+	out, err := updateOperation(ctx, tx, nil, id, func(o *db.Operation) {
 		was, wasReason = o.Status, o.CancelUnavailableReason
 		if deferred.Status(o.Status).Terminal() {
 			return
@@ -148,7 +160,7 @@ func (s *Service) recordStatus(ctx context.Context, tx bun.Tx, id uuid.UUID, rep
 				return out, err
 			}
 		}
-		if err := s.afterOperationChange(ctx, tx, was, out); err != nil {
+		if err := s.afterOperationChange(ctx, tx, nil, was, out); err != nil {
 			return out, err
 		}
 	}

@@ -239,13 +239,19 @@ func deliveryInsertOpts() *river.InsertOpts {
 }
 
 // acceptDeliveryTx accepts the delivery of a completed prompt operation when its org has a
-// webhook URL; it runs in the transaction that records the completion.
-func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, promptOp db.Operation) error {
-	var org db.Org
-	if err := tx.NewSelect().Model(&org).Column("id", "webhook_url").Where("id = ?", promptOp.OrgID).Scan(ctx); err != nil {
-		return fmt.Errorf("read webhook of org %d: %w", promptOp.OrgID, err)
+// webhook URL; it runs in the transaction that records the completion, its writes going
+// through b (nil: at once). The org's webhook and the clock come from the registry lock when
+// it read them.
+func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, promptOp db.Operation) error {
+	webhook := promptOp.OrgWebhookURL
+	if !promptOp.OrgWebhookRead {
+		var org db.Org
+		if err := tx.NewSelect().Model(&org).Column("id", "webhook_url").Where("id = ?", promptOp.OrgID).Scan(ctx); err != nil {
+			return fmt.Errorf("read webhook of org %d: %w", promptOp.OrgID, err)
+		}
+		webhook = org.WebhookURL
 	}
-	if org.WebhookURL == nil || strings.TrimSpace(*org.WebhookURL) == "" {
+	if webhook == nil || strings.TrimSpace(*webhook) == "" {
 		return nil
 	}
 	var res struct {
@@ -256,9 +262,12 @@ func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, promptOp db.O
 	if err := json.Unmarshal(promptOp.Result, &res); err != nil || res.ResponseID == uuid.Nil {
 		return nil // a completed prompt without a response has nothing to deliver
 	}
-	now, err := txNow(ctx, tx)
-	if err != nil {
-		return err
+	now := promptOp.TxNow
+	if now.IsZero() {
+		var err error
+		if now, err = txNow(ctx, tx); err != nil {
+			return err
+		}
 	}
 	cfg := s.deliveryCfg()
 	subject := map[string]string{"prompt_id": res.PromptID.String(), "job_id": res.JobID.String(),
@@ -272,26 +281,38 @@ func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, promptOp db.O
 	if exists, err := tx.NewSelect().Model((*db.Operation)(nil)).Where("id = ?", h.OperationID).Exists(ctx); err != nil || exists {
 		return err
 	}
-	op, err := recordAccepted(ctx, tx, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
+	w := writesTo(tx, b)
+	op, err := recordAccepted(ctx, tx, w.b, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
 	if err != nil {
 		return err
 	}
 	d := Delivery{ID: uuid.New(), OperationID: op.ID, OrgID: op.OrgID, CreatedBy: op.CreatedBy, PromptID: res.PromptID,
-		JobID: res.JobID, ResponseID: res.ResponseID, URL: strings.TrimSpace(*org.WebhookURL), State: DeliveryAccepted,
+		JobID: res.JobID, ResponseID: res.ResponseID, URL: strings.TrimSpace(*webhook), State: DeliveryAccepted,
 		MaxAttempts: cfg.MaxAttempts, NextAttemptAt: now}
 	ins, err := s.insert.InsertTx(ctx, tx.Tx, DeliverArgs{DeliveryID: d.ID}, deliveryInsertOpts())
 	if err != nil {
 		return fmt.Errorf("enqueue delivery %s: %w", d.ID, err)
 	}
 	d.RiverJobID = &ins.Job.ID
-	if _, err := tx.NewInsert().Model(&d).Exec(ctx); err != nil {
+	if err := w.add(tx.NewInsert().Model(&d)); err != nil {
 		return fmt.Errorf("insert delivery %s: %w", d.ID, err)
 	}
-	if err := publishOperation(ctx, tx, op); err != nil {
+	ev, err := operationEvent(tx, op)
+	if err != nil {
 		return err
 	}
-	return audit(ctx, tx, op.OrgID, nil, "delivery", "delivery.accepted", "delivery", d.ID.String(),
+	if err := w.add(ev); err != nil {
+		return err
+	}
+	entry, err := auditEntry(tx, op.OrgID, nil, "delivery", "delivery.accepted", "delivery", d.ID.String(),
 		map[string]any{"operation_id": op.ID, "job_id": res.JobID})
+	if err != nil {
+		return err
+	}
+	if err := w.add(entry); err != nil {
+		return err
+	}
+	return w.flush(ctx)
 }
 
 // deliveryOwner owns artifact.delivery operations; its ledger is sa_delivery.

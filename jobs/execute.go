@@ -46,8 +46,18 @@ func newClaim(workerID string) string {
 // still running under an older claim means that execution died (River re-fetched its vehicle
 // after a rescue): once its heartbeat is stale it is reclaimed in place.
 func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, workerID string) (claimResult, error) {
+	// The common case, a queued job on its own vehicle, is one conditional UPDATE; anything
+	// else (a stale vehicle, a job already running or settled) takes the locked look below.
+	c := newClaim(workerID)
+	job, err := s.claimQueued(ctx, jobID, riverJobID, c)
+	switch {
+	case err == nil:
+		return claimResult{outcome: claimed, job: job, claim: c}, nil
+	case !errors.Is(err, errNoChange):
+		return claimResult{}, err
+	}
 	var res claimResult
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var job db.Job
 		if err := tx.NewSelect().Model(&job).Where("id = ?", jobID).For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock job %s: %w", jobID, err)
@@ -84,19 +94,35 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, 
 			res = claimResult{outcome: claimDrop, job: job, reason: "job is " + job.State}
 			return nil
 		}
-		claim := newClaim(workerID)
-		claimedJob, err := s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateQueued}, to: StateRunning,
-			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-				return q.Set("worker_claim = ?", claim).Set("claimed_at = now()").Set("started_at = now()").
-					Set("running_heartbeat_at = now()").Set("finished_at = NULL")
-			}})
+		claimedJob, err := s.apply(ctx, tx, claimChange(job.ID, riverJobID, c))
 		if err != nil {
 			return err
 		}
-		res = claimResult{outcome: claimed, job: claimedJob, claim: claim}
+		res = claimResult{outcome: claimed, job: claimedJob, claim: c}
 		return nil
 	})
 	return res, err
+}
+
+// claimQueued moves a queued job still carried by riverJobID to running under claim, in one
+// transaction; errNoChange means the job is in any other situation.
+func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, riverJobID int64, claim string) (db.Job, error) {
+	var job db.Job
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		job, err = s.apply(ctx, tx, claimChange(jobID, riverJobID, claim))
+		return err
+	})
+	return job, err
+}
+
+// claimChange is the queued → running change of a claim.
+func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
+	return change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
+		set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			return q.Set("worker_claim = ?", claim).Set("claimed_at = now()").Set("started_at = now()").
+				Set("running_heartbeat_at = now()").Set("finished_at = NULL").Where("river_job_id = ?", riverJobID)
+		}}
 }
 
 // heartbeat proves the execution is alive. It reports false when the job is no longer running
@@ -198,33 +224,48 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		rid := responseID(job.PromptID, resp.RequestID)
 		refs, _ := json.Marshal([]map[string]string{{"provider": resp.Provider, "model": resp.Model, "request_id": resp.RequestID, "job_id": job.ID.String()}})
-		res, err := tx.NewInsert().Model(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
+		// The response rows go first (the job will reference the response) in one round trip;
+		// a second write of one provider answer fails on the response's primary key, and the
+		// whole transaction with it.
+		rows := db.NewBatch(tx)
+		if err := rows.Add(tx.NewInsert().Model(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
 			ParentID: &prompt.ID, CausationID: &job.ID, SourceRefs: refs, TruthClass: "generated", StateClass: "settled",
-			OrgID: job.OrgID, CreatedBy: job.CreatedBy}).On("CONFLICT (id) DO NOTHING").Exec(ctx)
-		if err != nil {
+			OrgID: job.OrgID, CreatedBy: job.CreatedBy})); err != nil {
 			return fmt.Errorf("insert response: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return errDuplicateResponse
-		}
-		if _, err := tx.NewInsert().Model(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}).Exec(ctx); err != nil {
+		if err := rows.Add(tx.NewInsert().Model(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID})); err != nil {
 			return fmt.Errorf("insert edge: %w", err)
 		}
-		if _, err := tx.NewInsert().Model(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
+		if err := rows.Add(tx.NewInsert().Model(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
 			Provider: resp.Provider, Model: resp.Model, RequestID: resp.RequestID, PromptTokens: resp.PromptTokens,
-			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}).Exec(ctx); err != nil {
+			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()})); err != nil {
 			return fmt.Errorf("insert ledger row: %w", err)
 		}
+		if err := rows.Exec(ctx, tx); err != nil {
+			if db.IsUniqueViolation(err, "sa_entity_pkey") {
+				return errDuplicateResponse
+			}
+			return fmt.Errorf("write response of job %s: %w", job.ID, err)
+		}
 		result, _ := json.Marshal(map[string]string{"prompt_id": job.PromptID.String(), "job_id": job.ID.String(), "response_id": rid.String()})
+		after := db.NewBatch(tx)
+		var err error
 		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateSucceeded, claim: claim, result: result,
-			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			batch: after, set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
 				return q.Set("response_id = ?", rid).Set("finished_at = now()").Set("error_kind = NULL").Set("error_message = NULL")
 			}})
 		if err != nil {
 			return err
 		}
-		return audit(ctx, tx, job.OrgID, nil, "worker:"+claim, "job.succeeded", "job", job.ID.String(),
+		entry, err := auditEntry(tx, job.OrgID, nil, "worker:"+claim, "job.succeeded", "job", job.ID.String(),
 			map[string]any{"response_id": rid, "attempt": job.Attempt, "duration_ms": took.Milliseconds()})
+		if err != nil {
+			return err
+		}
+		if err := after.Add(entry); err != nil {
+			return err
+		}
+		return after.Exec(ctx, tx)
 	})
 	switch {
 	case errors.Is(err, errNoChange), errors.Is(err, errDuplicateResponse):
@@ -260,15 +301,23 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 				}})
 			return err
 		}
+		after := db.NewBatch(tx)
 		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateFailed, claim: claim,
-			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
+			batch: after, set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
 				return q.Set("error_kind = ?", kind).Set("error_message = ?", msg).Set("finished_at = now()")
 			}})
 		if err != nil {
 			return err
 		}
-		return audit(ctx, tx, job.OrgID, nil, "worker:"+claim, "job.failed", "job", job.ID.String(),
+		entry, err := auditEntry(tx, job.OrgID, nil, "worker:"+claim, "job.failed", "job", job.ID.String(),
 			map[string]any{"error_kind": kind, "attempt": job.Attempt})
+		if err != nil {
+			return err
+		}
+		if err := after.Add(entry); err != nil {
+			return err
+		}
+		return after.Exec(ctx, tx)
 	})
 	switch {
 	case errors.Is(err, errNoChange):

@@ -15,6 +15,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/feed"
 )
 
 // ErrNotCancelable means the operation's owner cannot cancel it now; Reason says why.
@@ -236,6 +237,8 @@ func (s *Service) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (Ope
 	d := OperationDetail{Operation: op, History: hist, ChainBrokenAt: -1}
 	if at, err := deferred.VerifyChain(hist); err != nil {
 		d.ChainBrokenAt, d.ChainError = at, err.Error()
+	} else if msg := historyHeadMismatch(op, hist); msg != "" {
+		d.ChainBrokenAt, d.ChainError = len(hist), msg
 	}
 	var subject map[string]string
 	_ = json.Unmarshal(op.Subject, &subject)
@@ -245,6 +248,27 @@ func (s *Service) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (Ope
 		}
 	}
 	return d, nil
+}
+
+// historyHeadMismatch says how a history that verifies on its own disagrees with the head
+// recorded on the registry row: entries cut off its end leave a chain that still verifies,
+// and only the head shows it. A history longer than the head read before it is a transition
+// that landed in between, not damage.
+func historyHeadMismatch(op db.Operation, hist []deferred.HistoryEntry) string {
+	if op.HistorySeq == 0 {
+		return ""
+	}
+	var last deferred.HistoryEntry
+	if len(hist) > 0 {
+		last = hist[len(hist)-1]
+	}
+	switch {
+	case last.Seq < op.HistorySeq:
+		return fmt.Sprintf("the history ends at entry %d but the registry row records %d entries: entries were removed", last.Seq, op.HistorySeq)
+	case last.Seq == op.HistorySeq && op.HistoryDigest != nil && last.EntryDigest != *op.HistoryDigest:
+		return fmt.Sprintf("entry %d does not match the digest the registry row records for it", last.Seq)
+	}
+	return ""
 }
 
 // History returns an operation's status history, oldest first.
@@ -316,7 +340,7 @@ func (s *Service) reconcile(ctx context.Context, tx bun.Tx, op db.Operation, now
 // the owner in the same transaction.
 func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep Report, now time.Time) (db.Operation, error) {
 	before := op.Status
-	out, err := updateOperation(ctx, tx, op.ID, func(o *db.Operation) {
+	out, err := updateOperation(ctx, tx, nil, op.ID, func(o *db.Operation) {
 		if o.Status != before {
 			// The work moved on since the owner was asked (a job transition mirrors itself);
 			// the newer status stands.
@@ -357,7 +381,7 @@ func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep
 					return op, err
 				}
 			}
-			if err := s.afterOperationChange(ctx, tx, before, out); err != nil {
+			if err := s.afterOperationChange(ctx, tx, nil, before, out); err != nil {
 				return op, err
 			}
 		}
@@ -488,10 +512,23 @@ func (s *Service) PollDue(ctx context.Context) (int, error) {
 
 // publishOperation emits an operation event for changes not caused by a job transition.
 func publishOperation(ctx context.Context, tx bun.IDB, op db.Operation) error {
-	payload, err := json.Marshal(map[string]any{"operation_id": op.ID, "kind": op.Kind, "status": op.Status,
-		"updated_at": op.UpdatedAt.UTC()})
+	q, err := operationEvent(tx, op)
 	if err != nil {
 		return err
 	}
-	return publishEvent(ctx, tx, op.OrgID, op.CreatedBy, &op.ID, payload)
+	if _, err := q.Exec(ctx); err != nil {
+		return fmt.Errorf("publish operation event: %w", err)
+	}
+	return nil
+}
+
+// operationEvent is the statement publishOperation runs, for a caller that batches it.
+func operationEvent(tx bun.IDB, op db.Operation) (*bun.InsertQuery, error) {
+	payload, err := json.Marshal(map[string]any{"operation_id": op.ID, "kind": op.Kind, "status": op.Status,
+		"updated_at": op.UpdatedAt.UTC()})
+	if err != nil {
+		return nil, err
+	}
+	return feed.Insert(tx, feed.Event{Topic: feed.TopicOperation, OrgID: op.OrgID, UserID: op.CreatedBy,
+		OperationID: &op.ID, Payload: payload}), nil
 }

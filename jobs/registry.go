@@ -2,9 +2,7 @@ package jobs
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -54,30 +52,25 @@ func StatusDocOf(op db.Operation) (deferred.StatusDoc, error) {
 	return deferred.NewFailedStatus(op.ID, op.Kind, st, updated, op.ExpiresAt, info)
 }
 
-// appendHistory adds the digest-chained history entry for op's current status.
-func appendHistory(ctx context.Context, tx bun.IDB, op db.Operation) error {
-	doc, err := StatusDocOf(op)
+// nextHistory builds the digest-chained history entry for op's current status, chained onto
+// the head recorded on the row (whose status was prevStatus), and moves the row's head to it.
+// The caller writes the row and then the entry (the entry references the row).
+func nextHistory(op *db.Operation, prevStatus string) (db.OperationHistory, error) {
+	doc, err := StatusDocOf(*op)
 	if err != nil {
-		return fmt.Errorf("status document of operation %s: %w", op.ID, err)
+		return db.OperationHistory{}, fmt.Errorf("status document of operation %s: %w", op.ID, err)
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return fmt.Errorf("marshal status of operation %s: %w", op.ID, err)
+		return db.OperationHistory{}, fmt.Errorf("marshal status of operation %s: %w", op.ID, err)
 	}
-	var prevRow db.OperationHistory
 	var prev *deferred.HistoryEntry
-	err = tx.NewSelect().Model(&prevRow).Where("operation_id = ?", op.ID).OrderExpr("seq DESC").Limit(1).Scan(ctx)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return fmt.Errorf("read history of operation %s: %w", op.ID, err)
-	default:
-		p := historyEntryOf(prevRow)
-		prev = &p
-	}
-	seq := int64(1)
-	if prev != nil {
-		seq = prev.Seq + 1
+	if op.HistorySeq > 0 {
+		if op.HistoryDigest == nil || op.HistoryAt == nil {
+			return db.OperationHistory{}, fmt.Errorf("operation %s: history head %d has no digest or time", op.ID, op.HistorySeq)
+		}
+		prev = &deferred.HistoryEntry{Seq: op.HistorySeq, Status: deferred.Status(prevStatus), At: *op.HistoryAt,
+			EntryDigest: *op.HistoryDigest}
 	}
 	st, _ := deferred.ParseStatus(op.Status)
 	// A row's time is its transaction's start; a transaction that started earlier may commit
@@ -86,16 +79,13 @@ func appendHistory(ctx context.Context, tx bun.IDB, op db.Operation) error {
 	if prev != nil && at.Before(prev.At) {
 		at = prev.At
 	}
-	e, err := deferred.NewHistoryEntry(prev, seq, st, at, raw)
+	e, err := deferred.NewHistoryEntry(prev, op.HistorySeq+1, st, at, raw)
 	if err != nil {
-		return fmt.Errorf("history entry of operation %s: %w", op.ID, err)
+		return db.OperationHistory{}, fmt.Errorf("history entry of operation %s: %w", op.ID, err)
 	}
-	row := db.OperationHistory{OperationID: op.ID, Seq: e.Seq, Status: string(e.Status), At: e.At,
-		DocDigest: e.DocDigest, PrevDigest: e.PrevDigest, EntryDigest: e.EntryDigest}
-	if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
-		return fmt.Errorf("append history of operation %s: %w", op.ID, err)
-	}
-	return nil
+	op.HistorySeq, op.HistoryDigest, op.HistoryAt = e.Seq, &e.EntryDigest, &e.At
+	return db.OperationHistory{OperationID: op.ID, Seq: e.Seq, Status: string(e.Status), At: e.At,
+		DocDigest: e.DocDigest, PrevDigest: e.PrevDigest, EntryDigest: e.EntryDigest}, nil
 }
 
 func historyEntryOf(r db.OperationHistory) deferred.HistoryEntry {
@@ -104,8 +94,8 @@ func historyEntryOf(r db.OperationHistory) deferred.HistoryEntry {
 }
 
 // recordAccepted writes the registry row of a newly accepted operation and its first history
-// entry, inside the caller's transaction.
-func recordAccepted(ctx context.Context, tx bun.IDB, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
+// entry through b, or at once when b is nil.
+func recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
 	subject, err := json.Marshal(h.Subject)
 	if err != nil {
 		return db.Operation{}, err
@@ -118,40 +108,61 @@ func recordAccepted(ctx context.Context, tx bun.IDB, h deferred.Handle, orgID, u
 		r := h.Cancel.UnavailableReason()
 		op.CancelUnavailableReason = &r
 	}
-	if _, err := tx.NewInsert().Model(&op).Exec(ctx); err != nil {
+	entry, err := nextHistory(&op, "")
+	if err != nil {
+		return db.Operation{}, err
+	}
+	w := writesTo(tx, b)
+	if err := w.add(tx.NewInsert().Model(&op)); err != nil {
 		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
 	}
-	if err := appendHistory(ctx, tx, op); err != nil {
-		return db.Operation{}, err
+	if err := w.add(tx.NewInsert().Model(&entry)); err != nil {
+		return db.Operation{}, fmt.Errorf("append history of operation %s: %w", op.ID, err)
+	}
+	if err := w.flush(ctx); err != nil {
+		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
 	}
 	return op, nil
 }
 
-// updateOperation locks the registry row, applies change, and when the status moved writes
-// the row and appends a history entry. It returns the row as it now stands.
-func updateOperation(ctx context.Context, tx bun.IDB, id uuid.UUID, change func(op *db.Operation)) (db.Operation, error) {
+// updateOperation locks the registry row (reading the transaction's clock and the org's
+// webhook in the same round trip), applies change, and writes the row — with a history entry
+// when the status moved — through b, or at once when b is nil. It returns the row as it now
+// stands.
+func updateOperation(ctx context.Context, tx bun.IDB, b *db.Batch, id uuid.UUID, change func(op *db.Operation)) (db.Operation, error) {
 	var op db.Operation
-	if err := tx.NewSelect().Model(&op).Where("id = ?", id).For("UPDATE").Scan(ctx); err != nil {
+	if err := tx.NewSelect().Model(&op).ColumnExpr("operation.*").
+		ColumnExpr("now() AS tx_now, true AS org_webhook_read").
+		ColumnExpr("(SELECT webhook_url FROM orgs WHERE orgs.id = operation.org_id) AS org_webhook_url").
+		Where("operation.id = ?", id).For("UPDATE OF operation").Scan(ctx); err != nil {
 		return op, fmt.Errorf("lock operation %s: %w", id, err)
 	}
 	before := op
 	change(&op)
-	var now time.Time
-	if err := tx.QueryRowContext(ctx, "SELECT now()").Scan(&now); err != nil {
-		return op, err
-	}
-	op.UpdatedAt = now
+	op.UpdatedAt = op.TxNow
 	st, _ := deferred.ParseStatus(op.Status)
 	if st.Terminal() && op.TerminalAt == nil {
-		op.TerminalAt = &now
+		op.TerminalAt = &op.TxNow
 	}
-	if _, err := tx.NewUpdate().Model(&op).WherePK().Exec(ctx); err != nil {
-		return op, fmt.Errorf("update operation %s: %w", id, err)
-	}
+	var entry *db.OperationHistory
 	if op.Status != before.Status {
-		if err := appendHistory(ctx, tx, op); err != nil {
+		e, err := nextHistory(&op, before.Status)
+		if err != nil {
 			return op, err
 		}
+		entry = &e
+	}
+	w := writesTo(tx, b)
+	if err := w.add(tx.NewUpdate().Model(&op).WherePK()); err != nil {
+		return op, fmt.Errorf("update operation %s: %w", id, err)
+	}
+	if entry != nil {
+		if err := w.add(tx.NewInsert().Model(entry)); err != nil {
+			return op, fmt.Errorf("append history of operation %s: %w", id, err)
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return op, fmt.Errorf("update operation %s: %w", id, err)
 	}
 	return op, nil
 }

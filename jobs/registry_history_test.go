@@ -56,6 +56,26 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 			t.Errorf("%s: broken at %d (%q), want entry 1", tc.name, d.ChainBrokenAt, d.ChainError)
 		}
 	}
+	// Cutting entries off the end leaves a chain that verifies on its own: the head recorded
+	// on the registry row still shows it.
+	cuts := []struct{ name, sql string }{
+		{"last entry deleted", "DELETE FROM sa_operation_history WHERE operation_id = ? AND seq = 3"},
+		{"last entry replaced by a forged tail", "UPDATE sa_operation_history SET entry_digest = repeat('a', 64) WHERE operation_id = ? AND seq = 3"},
+	}
+	cutSubs := completedPrompts(t, e, len(cuts))
+	for i, tc := range cuts {
+		id := cutSubs[i].Operation.OperationID
+		if _, err := e.d.Bun.ExecContext(ctx, tc.sql, id); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		d, err := e.s.GetOperation(ctx, e.op, id)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if d.ChainBrokenAt == -1 || d.ChainError == "" {
+			t.Errorf("%s: not detected (%d entries)", tc.name, len(d.History))
+		}
+	}
 	// The others are untouched by a neighbour's tampering.
 	if d, err := e.s.GetOperation(ctx, e.op, subs[0].Operation.OperationID); err != nil || d.ChainBrokenAt != 1 {
 		t.Errorf("first operation: %v, broken at %d", err, d.ChainBrokenAt)

@@ -160,14 +160,16 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 		} else {
 			correlation = promptID
 		}
+		// Everything after the River insert reaches the database in one round trip.
+		b := db.NewBatch(tx)
 		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: correlation,
 			ParentID: req.ParentID, CausationID: req.ParentID, TruthClass: "authored", StateClass: "open",
 			OrgID: req.Viewer.OrgID, CreatedBy: req.Viewer.UserID}
-		if _, err := tx.NewInsert().Model(&prompt).Exec(ctx); err != nil {
+		if err := b.Add(tx.NewInsert().Model(&prompt)); err != nil {
 			return fmt.Errorf("insert prompt: %w", err)
 		}
 		opts, _ := json.Marshal(req.Options)
-		job, handle, err := s.enqueueTx(ctx, tx, newJob{
+		job, handle, err := s.enqueueTx(ctx, tx, b, newJob{
 			promptID: promptID, priority: *req.Priority, maxAttempts: *req.MaxAttempts, options: opts,
 			orgID: req.Viewer.OrgID, userID: req.Viewer.UserID, correlation: correlation,
 			idempotencyKey: req.IdempotencyKey,
@@ -176,10 +178,11 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 			return err
 		}
 		if req.IdempotencyKey != "" {
-			if _, err := tx.NewUpdate().Table("sa_idempotency").Set("prompt_id = ?, job_id = ?", promptID, job.ID).
-				Where("user_id = ? AND key = ?", req.Viewer.UserID, req.IdempotencyKey).Exec(ctx); err != nil {
-				return fmt.Errorf("record idempotency key: %w", err)
-			}
+			b.AddSQL("UPDATE sa_idempotency SET prompt_id = ?, job_id = ? WHERE user_id = ? AND key = ?",
+				promptID, job.ID, req.Viewer.UserID, req.IdempotencyKey)
+		}
+		if err := b.Exec(ctx, tx); err != nil {
+			return fmt.Errorf("submit prompt: %w", err)
 		}
 		out = Submitted{PromptID: promptID, JobID: job.ID, State: StateQueued, Operation: handle}
 		return nil
@@ -271,23 +274,15 @@ const QueuePrompts = "prompts"
 // count (see Worker).
 const vehicleMaxAttempts = 25
 
-// enqueueTx writes a queued job with its registry row and its River vehicle in tx.
-func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, nj newJob) (db.Job, deferred.Handle, error) {
+// enqueueTx writes a queued job with its registry row and its River vehicle in tx. The River
+// insert runs at once (its id goes on the job, its created_at is the transaction's clock);
+// the other writes go through b, or run at once when b is nil.
+func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJob) (db.Job, deferred.Handle, error) {
 	jobID := uuid.New()
 	subject := map[string]string{"prompt_id": nj.promptID.String(), "job_id": jobID.String()}
 	key := ""
 	if nj.idempotencyKey != "" {
 		key = fmt.Sprintf("%d:%s", nj.userID, nj.idempotencyKey)
-	}
-	now, err := txNow(ctx, tx)
-	if err != nil {
-		return db.Job{}, deferred.Handle{}, err
-	}
-	handle, err := deferred.NewHandle(deferred.HandleRequest{Kind: KindPromptExecute, Owner: OwnerPromptRuntime,
-		Subject: subject, IdempotencyKey: key, CorrelationID: nj.correlation.String(),
-		RetryAfterSeconds: DefaultRetryAfterSeconds}, s.cfg.Policy, now)
-	if err != nil {
-		return db.Job{}, deferred.Handle{}, fmt.Errorf("build operation handle: %w", err)
 	}
 	res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: jobID, Priority: nj.priority}, &river.InsertOpts{
 		Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
@@ -295,18 +290,31 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, nj newJob) (db.Job, 
 	if err != nil {
 		return db.Job{}, deferred.Handle{}, fmt.Errorf("enqueue river job: %w", err)
 	}
+	// River dates its row with now(): the start of this transaction, the clock every other
+	// timestamp written here uses.
+	now := res.Job.CreatedAt
+	handle, err := deferred.NewHandle(deferred.HandleRequest{Kind: KindPromptExecute, Owner: OwnerPromptRuntime,
+		Subject: subject, IdempotencyKey: key, CorrelationID: nj.correlation.String(),
+		RetryAfterSeconds: DefaultRetryAfterSeconds}, s.cfg.Policy, now)
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("build operation handle: %w", err)
+	}
 	riverID := res.Job.ID
 	job := db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
 		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
-		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID}
-	if _, err := recordAccepted(ctx, tx, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
+		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now}
+	w := writesTo(tx, b)
+	if _, err := recordAccepted(ctx, tx, w.b, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
 		return db.Job{}, deferred.Handle{}, err
 	}
-	if _, err := tx.NewInsert().Model(&job).Returning("*").Exec(ctx); err != nil {
+	if err := w.add(tx.NewInsert().Model(&job)); err != nil {
 		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
 	}
-	if err := publishJob(ctx, tx, job, string(deferred.StatusPending)); err != nil {
+	if err := publishJob(ctx, tx, w.b, job, string(deferred.StatusPending)); err != nil {
 		return db.Job{}, deferred.Handle{}, err
+	}
+	if err := w.flush(ctx); err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
 	}
 	return job, handle, nil
 }

@@ -36,7 +36,7 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 		if err := tx.NewSelect().Model(&prompt).Where("id = ?", old.PromptID).Scan(ctx); err != nil {
 			return fmt.Errorf("load prompt %s: %w", old.PromptID, err)
 		}
-		job, handle, err := s.enqueueTx(ctx, tx, newJob{promptID: old.PromptID, priority: old.Priority,
+		job, handle, err := s.enqueueTx(ctx, tx, nil, newJob{promptID: old.PromptID, priority: old.Priority,
 			maxAttempts: old.MaxAttempts, options: old.ExecutionOptions, orgID: old.OrgID, userID: old.CreatedBy,
 			correlation: prompt.CorrelationID, supersedes: &old.ID})
 		if err != nil {
@@ -46,7 +46,7 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 			return err
 		}
 		if old.OperationID != nil {
-			if _, err := updateOperation(ctx, tx, *old.OperationID, func(op *db.Operation) {
+			if _, err := updateOperation(ctx, tx, nil, *old.OperationID, func(op *db.Operation) {
 				op.SuccessorID = &handle.OperationID
 			}); err != nil {
 				return err

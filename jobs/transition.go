@@ -29,6 +29,9 @@ type change struct {
 	set func(q *bun.UpdateQuery) *bun.UpdateQuery
 	// result is stored on the operation when the job succeeds.
 	result json.RawMessage
+	// batch, when set, takes the writes that follow the job's own UPDATE (registry row,
+	// history, event); the caller runs it. Without one, apply runs them before returning.
+	batch *db.Batch
 }
 
 // errNoChange means the row was not in an expected state (or not under the claim): the caller
@@ -59,10 +62,16 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 		}
 		return db.Job{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
 	}
+	// The registry row, its history entry, the event and whatever the caller batched travel
+	// to the database together, after the one read (the registry lock) they depend on.
+	b := ch.batch
+	if b == nil {
+		b = db.NewBatch(tx)
+	}
 	opStatus := ""
 	if job.OperationID != nil {
 		var was string
-		op, err := updateOperation(ctx, tx, *job.OperationID, func(op *db.Operation) {
+		op, err := updateOperation(ctx, tx, b, *job.OperationID, func(op *db.Operation) {
 			was = op.Status
 			op.Status = operationStatusOf(job, op.Status)
 			if ch.to == StateSucceeded {
@@ -75,13 +84,18 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 		if err != nil {
 			return db.Job{}, err
 		}
-		if err := s.afterOperationChange(ctx, tx, was, op); err != nil {
+		if err := s.afterOperationChange(ctx, tx, b, was, op); err != nil {
 			return db.Job{}, err
 		}
 		opStatus = op.Status
 	}
-	if err := publishJob(ctx, tx, job, opStatus); err != nil {
+	if err := publishJob(ctx, tx, b, job, opStatus); err != nil {
 		return db.Job{}, err
+	}
+	if ch.batch == nil {
+		if err := b.Exec(ctx, tx); err != nil {
+			return db.Job{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
+		}
 	}
 	return job, nil
 }
@@ -100,33 +114,41 @@ type JobEvent struct {
 	Priority        int        `json:"priority"`
 }
 
-func publishJob(ctx context.Context, tx bun.IDB, job db.Job, opStatus string) error {
+// publishJob writes the job's change-feed event through b, or at once when b is nil.
+func publishJob(ctx context.Context, tx bun.IDB, b *db.Batch, job db.Job, opStatus string) error {
 	payload, err := json.Marshal(JobEvent{PromptID: job.PromptID, JobID: job.ID, State: job.State, Attempt: job.Attempt,
 		ErrorKind: job.ErrorKind, ResponseID: job.ResponseID, UpdatedAt: job.UpdatedAt.UTC(),
 		OperationID: job.OperationID, OperationStatus: opStatus, Priority: job.Priority})
 	if err != nil {
 		return err
 	}
-	return feed.Publish(ctx, tx, feed.Event{Topic: feed.TopicJob, OrgID: job.OrgID, UserID: job.CreatedBy,
-		PromptID: &job.PromptID, JobID: &job.ID, OperationID: job.OperationID, Payload: payload})
-}
-
-// publishEvent emits an operation-topic event.
-func publishEvent(ctx context.Context, tx bun.IDB, orgID, userID int64, opID *uuid.UUID, payload json.RawMessage) error {
-	return feed.Publish(ctx, tx, feed.Event{Topic: feed.TopicOperation, OrgID: orgID, UserID: userID,
-		OperationID: opID, Payload: payload})
+	w := writesTo(tx, b)
+	if err := w.add(feed.Insert(tx, feed.Event{Topic: feed.TopicJob, OrgID: job.OrgID, UserID: job.CreatedBy,
+		PromptID: &job.PromptID, JobID: &job.ID, OperationID: job.OperationID, Payload: payload})); err != nil {
+		return fmt.Errorf("publish job event: %w", err)
+	}
+	return w.flush(ctx)
 }
 
 // audit writes one structural audit row.
 func audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) error {
-	raw, err := json.Marshal(detail)
+	q, err := auditEntry(tx, orgID, actorID, actor, action, subjectType, subjectID, detail)
 	if err != nil {
 		return err
 	}
-	row := db.AuditEntry{OrgID: orgID, ActorID: actorID, Actor: actor, Action: action, SubjectType: subjectType,
-		SubjectID: subjectID, Detail: raw}
-	if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
+	if _, err := q.Exec(ctx); err != nil {
 		return fmt.Errorf("audit %s on %s %s: %w", action, subjectType, subjectID, err)
 	}
 	return nil
+}
+
+// auditEntry is the statement audit runs, for a caller that batches it.
+func auditEntry(tx bun.IDB, orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*bun.InsertQuery, error) {
+	raw, err := json.Marshal(detail)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s on %s %s: %w", action, subjectType, subjectID, err)
+	}
+	row := db.AuditEntry{OrgID: orgID, ActorID: actorID, Actor: actor, Action: action, SubjectType: subjectType,
+		SubjectID: subjectID, Detail: raw}
+	return tx.NewInsert().Model(&row), nil
 }

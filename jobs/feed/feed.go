@@ -52,12 +52,18 @@ type Event struct {
 // transaction at one commit per flush. Hubs instead look for unnumbered events every few
 // milliseconds through a partial index (see Hub), and only the sequencer notifies.
 func Publish(ctx context.Context, tx bun.IDB, e Event) error {
-	row := db.Event{Topic: e.Topic, OrgID: e.OrgID, UserID: e.UserID, PromptID: e.PromptID, JobID: e.JobID,
-		OperationID: e.OperationID, Payload: e.Payload}
-	if _, err := tx.NewInsert().Model(&row).Exec(ctx); err != nil {
+	if _, err := Insert(tx, e).Exec(ctx); err != nil {
 		return fmt.Errorf("publish %s event: %w", e.Topic, err)
 	}
 	return nil
+}
+
+// Insert is the statement Publish runs, for a caller that batches it with its other writes
+// (same transaction, same rules).
+func Insert(tx bun.IDB, e Event) *bun.InsertQuery {
+	row := db.Event{Topic: e.Topic, OrgID: e.OrgID, UserID: e.UserID, PromptID: e.PromptID, JobID: e.JobID,
+		OperationID: e.OperationID, Payload: e.Payload}
+	return tx.NewInsert().Model(&row)
 }
 
 // Pending reports whether committed events wait to be numbered (an index-only probe).
