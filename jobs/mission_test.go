@@ -173,3 +173,53 @@ func unsettled(e *tenv) int {
 	}
 	return n
 }
+
+// TestMissionRecentPagesThroughOneInstant: one transaction touching more prompts than a page
+// dates them all at one instant; chaining as_of into since still reaches every one of them and
+// then moves on, instead of handing back the same full page for ever.
+func TestMissionRecentPagesThroughOneInstant(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	ctx := context.Background()
+	const prompts, limit = 25, 10
+	want := map[uuid.UUID]bool{}
+	for i := 0; i < prompts; i++ {
+		want[e.submit(fmt.Sprintf("prompt %d", i)).PromptID] = true
+	}
+	if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_job SET priority = priority WHERE created_by = ?", e.u); err != nil {
+		t.Fatal(err)
+	}
+	var instant time.Time
+	if err := e.d.Bun.QueryRowContext(ctx, "SELECT max(updated_at) FROM sa_job").Scan(&instant); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uuid.UUID]bool{}
+	var since *time.Time
+	for call := 0; ; call++ {
+		if call == 5 {
+			t.Fatalf("still paging after %d calls: saw %d of %d prompts, since %v", call, len(seen), prompts, since)
+		}
+		asOf, items, err := e.s.MissionRecent(ctx, e.v, since, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			seen[it.Prompt.ID] = true
+		}
+		if len(items) == 0 {
+			break
+		}
+		if since != nil && !asOf.After(*since) {
+			t.Fatalf("a non-empty page left as_of at %s", asOf)
+		}
+		since = &asOf
+	}
+	for id := range want {
+		if !seen[id] {
+			t.Errorf("prompt %s never returned", id)
+		}
+	}
+	if !since.After(instant) {
+		t.Errorf("as_of %s did not move past the shared instant %s", since, instant)
+	}
+}

@@ -154,8 +154,29 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 	if err := q.GroupExpr("j.prompt_id").OrderExpr("changed_at, j.prompt_id").Limit(limit).Scan(ctx, &changed); err != nil {
 		return time.Time{}, nil, fmt.Errorf("find changed prompts: %w", err)
 	}
-	if len(changed) == limit && changed[len(changed)-1].ChangedAt.Before(asOf) {
-		asOf = changed[len(changed)-1].ChangedAt
+	if n := len(changed); n == limit && changed[n-1].ChangedAt.Before(asOf) {
+		// A full page ends inside the visible past. Every other prompt that changed at the
+		// page's last instant joins the page (one transaction may touch many prompts at one
+		// instant, more than a page), so the next since can start a microsecond later: what
+		// was not visible now changed at or after the watermark, later than that.
+		last := changed[n-1]
+		var ties []struct {
+			PromptID  uuid.UUID `bun:"prompt_id"`
+			ChangedAt time.Time `bun:"changed_at"`
+		}
+		tq := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j").
+			Where("j.updated_at >= ?", last.ChangedAt).Where("j.prompt_id > ?", last.PromptID).
+			GroupExpr("j.prompt_id").Having("max(j.updated_at) = ?", last.ChangedAt).OrderExpr("j.prompt_id")
+		if err := tq.Scan(ctx, &ties); err != nil {
+			return time.Time{}, nil, fmt.Errorf("find prompts changed with the page's last: %w", err)
+		}
+		for _, t := range ties {
+			changed = append(changed, struct {
+				PromptID  uuid.UUID `bun:"prompt_id"`
+				ChangedAt time.Time `bun:"changed_at"`
+			}(t))
+		}
+		asOf = last.ChangedAt.Add(time.Microsecond)
 	}
 	if len(changed) == 0 {
 		return asOf, nil, nil
