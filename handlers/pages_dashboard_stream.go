@@ -43,85 +43,27 @@ type pageStreamer interface {
 	tickEvery() time.Duration
 }
 
-// pageStream runs an SSE stream of scope for ps. It reads everything from c before the body
-// writer starts, subscribes before the snapshot (so no change between the two is lost; a row
-// sent twice is harmless), and ends on a failed write (the client left) or server shutdown.
+// pageStream runs a dashboard page's stream: a browser reconnects after 1 s, and every
+// connect, like every resync after a lag, starts from a fresh snapshot.
 func (s *Server) pageStream(c *fiber.Ctx, scope feed.Scope, ps pageStreamer) {
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderConnection, "keep-alive")
-	c.Set("X-Accel-Buffering", "no")
-	done := c.Context().Done()
-	hub, log := s.deps.Hub, s.log
-	sub := hub.Subscribe(scope, 512)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		defer func() { sub.Close() }()
-		// A browser reconnects after 1 s; every connect starts with a snapshot.
-		if _, err := w.WriteString("retry: 1000\n\n"); err != nil {
-			return
-		}
-		if err := ps.snapshot(ctx, w); err != nil {
-			log.Warn("dashboard stream snapshot", "err", err)
-			return
-		}
-		if err := w.Flush(); err != nil {
-			return
-		}
-		heartbeat := time.NewTicker(SSEHeartbeat)
-		defer heartbeat.Stop()
-		tick := time.NewTicker(ps.tickEvery())
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-heartbeat.C:
-				if _, err := w.WriteString(": ping\n\n"); err != nil {
-					return
-				}
-				if err := w.Flush(); err != nil {
-					return
-				}
-			case <-tick.C:
-				if err := ps.tick(ctx, w); err != nil {
-					return
-				}
-				if err := w.Flush(); err != nil {
-					return
-				}
-			case e, ok := <-sub.C:
-				if !ok {
-					// Fell behind (or the hub stopped): listen again and resend the snapshot.
-					select {
-					case <-done:
-						return
-					default:
-					}
-					sub = hub.Subscribe(scope, 512)
-					if err := ps.snapshot(ctx, w); err != nil {
-						log.Warn("dashboard stream snapshot", "err", err)
-						return
-					}
-					if err := w.Flush(); err != nil {
-						return
-					}
-					continue
-				}
-				if err := ps.event(ctx, w, e); err != nil {
-					log.Debug("dashboard stream event", "err", err)
-					return
-				}
-				if len(sub.C) == 0 {
-					if err := w.Flush(); err != nil {
-						return
-					}
-				}
-			}
-		}
-	})
+	s.serveStream(c, scope, snapshotStreamer{ps})
 }
+
+// snapshotStreamer adapts a pageStreamer to serveStream.
+type snapshotStreamer struct{ pageStreamer }
+
+func (p snapshotStreamer) open(ctx context.Context, w *bufio.Writer) error {
+	if _, err := w.WriteString("retry: 1000\n\n"); err != nil {
+		return err
+	}
+	return p.snapshot(ctx, w)
+}
+
+func (p snapshotStreamer) resync(ctx context.Context, w *bufio.Writer) error {
+	return p.snapshot(ctx, w)
+}
+
+func (p snapshotStreamer) drained(context.Context, *bufio.Writer) error { return nil }
 
 // writeSSE writes one event whose data is the rendered component, one data line per line.
 func writeSSE(ctx context.Context, w *bufio.Writer, name string, comp templ.Component) error {

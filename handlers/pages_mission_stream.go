@@ -34,125 +34,101 @@ func (s *Server) missionStream(c *fiber.Ctx) error {
 	csrf := csrfOf(c)
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob}
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderConnection, "keep-alive")
-	c.Set("X-Accel-Buffering", "no")
-	done := c.Context().Done()
-	hub, jobsSvc, log := s.deps.Hub, s.deps.Jobs, s.log
-	sub := hub.Subscribe(scope, 512)
-	last := hub.Cursor()
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		defer func() { sub.Close() }()
-
-		field, err := s.missionField(ctx, v)
-		if err != nil {
-			log.Warn("mission stream snapshot", "err", err)
-			return
-		}
-		if err := writeMissionEvent(ctx, w, views.MissionSnapshot(field, csrf)); err != nil {
-			return
-		}
-
-		// pending holds the prompts changed by events not sent yet, with the earliest
-		// updated_at among their events (where reading them back starts).
-		pending := map[uuid.UUID]time.Time{}
-		add := func(e feed.Event) {
-			if e.Seq <= last {
-				return
-			}
-			last = e.Seq
-			var je jobs.JobEvent
-			if err := json.Unmarshal(e.Payload, &je); err != nil || je.PromptID == uuid.Nil {
-				return
-			}
-			if t, ok := pending[je.PromptID]; !ok || je.UpdatedAt.Before(t) {
-				pending[je.PromptID] = je.UpdatedAt
-			}
-		}
-		send := func() error {
-			if len(pending) == 0 {
-				return nil
-			}
-			ids := make(map[uuid.UUID]bool, len(pending))
-			var since time.Time
-			for id, t := range pending {
-				ids[id] = true
-				if since.IsZero() || t.Before(since) {
-					since = t
-				}
-			}
-			clear(pending)
-			drops, err := s.missionDropsByID(ctx, v, ids, since)
-			if err != nil {
-				log.Warn("mission stream drops", "err", err)
-				return err
-			}
-			if len(drops) == 0 {
-				return nil
-			}
-			return writeMissionEvent(ctx, w, views.MissionDrops(drops, csrf))
-		}
-		// replay catches up from the change-feed table: what happened between the snapshot's
-		// subscription and now, or what a lagging subscription dropped.
-		replay := func() error {
-			for {
-				evs, err := jobsSvc.ReplayEvents(ctx, last, scope, 500)
-				if err != nil {
-					log.Warn("mission stream replay", "err", err)
-					return err
-				}
-				for _, e := range evs {
-					add(e)
-				}
-				if len(evs) < 500 {
-					return send()
-				}
-			}
-		}
-		if err := replay(); err != nil {
-			return
-		}
-		tick := time.NewTicker(SSEHeartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if _, err := w.WriteString(": ping\n\n"); err != nil {
-					return
-				}
-				if err := w.Flush(); err != nil {
-					return
-				}
-			case e, ok := <-sub.C:
-				if !ok {
-					select {
-					case <-done:
-						return
-					default:
-					}
-					sub = hub.Subscribe(scope, 512)
-					if err := replay(); err != nil {
-						return
-					}
-					continue
-				}
-				add(e)
-				// Batch what is already queued into one message.
-				if len(sub.C) == 0 {
-					if err := send(); err != nil {
-						return
-					}
-				}
-			}
-		}
-	})
+	s.serveStream(c, scope, &missionStreamer{s: s, v: v, csrf: csrf, scope: scope, last: s.deps.Hub.Cursor(),
+		pending: map[uuid.UUID]time.Time{}})
 	return nil
 }
+
+// missionStreamer sends the mission page its drops: a snapshot of the whole field on every
+// connect, then the drops that events changed, read back from the database as they are now
+// and batched per burst of events.
+type missionStreamer struct {
+	s     *Server
+	v     jobs.Viewer
+	csrf  string
+	scope feed.Scope
+	last  int64
+	// pending holds the prompts changed by events not sent yet, with the earliest updated_at
+	// among their events (where reading them back starts).
+	pending map[uuid.UUID]time.Time
+}
+
+func (m *missionStreamer) open(ctx context.Context, w *bufio.Writer) error {
+	field, err := m.s.missionField(ctx, m.v)
+	if err != nil {
+		m.s.log.Warn("mission stream snapshot", "err", err)
+		return err
+	}
+	if err := writeMissionEvent(ctx, w, views.MissionSnapshot(field, m.csrf)); err != nil {
+		return err
+	}
+	return m.resync(ctx, w)
+}
+
+// resync catches up from the change-feed table: what happened between the subscription and
+// the snapshot, or what a lagging subscription dropped.
+func (m *missionStreamer) resync(ctx context.Context, w *bufio.Writer) error {
+	for {
+		evs, err := m.s.deps.Jobs.ReplayEvents(ctx, m.last, m.scope, 500)
+		if err != nil {
+			m.s.log.Warn("mission stream replay", "err", err)
+			return err
+		}
+		for _, e := range evs {
+			m.add(e)
+		}
+		if len(evs) < 500 {
+			return m.drained(ctx, w)
+		}
+	}
+}
+
+func (m *missionStreamer) event(_ context.Context, _ *bufio.Writer, e feed.Event) error {
+	m.add(e)
+	return nil
+}
+
+func (m *missionStreamer) add(e feed.Event) {
+	if e.Seq <= m.last {
+		return
+	}
+	m.last = e.Seq
+	var je jobs.JobEvent
+	if err := json.Unmarshal(e.Payload, &je); err != nil || je.PromptID == uuid.Nil {
+		return
+	}
+	if t, ok := m.pending[je.PromptID]; !ok || je.UpdatedAt.Before(t) {
+		m.pending[je.PromptID] = je.UpdatedAt
+	}
+}
+
+// drained sends the drops of every prompt the gathered events changed, in one message.
+func (m *missionStreamer) drained(ctx context.Context, w *bufio.Writer) error {
+	if len(m.pending) == 0 {
+		return nil
+	}
+	ids := make(map[uuid.UUID]bool, len(m.pending))
+	var since time.Time
+	for id, t := range m.pending {
+		ids[id] = true
+		if since.IsZero() || t.Before(since) {
+			since = t
+		}
+	}
+	clear(m.pending)
+	drops, err := m.s.missionDropsByID(ctx, m.v, ids, since)
+	if err != nil {
+		m.s.log.Warn("mission stream drops", "err", err)
+		return err
+	}
+	if len(drops) == 0 {
+		return nil
+	}
+	return writeMissionEvent(ctx, w, views.MissionDrops(drops, m.csrf))
+}
+
+func (m *missionStreamer) tick(context.Context, *bufio.Writer) error { return nil }
+func (m *missionStreamer) tickEvery() time.Duration                  { return 0 }
 
 // writeMissionEvent renders comp as one "drop" event, one data line per line of HTML, and
 // flushes it.

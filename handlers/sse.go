@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -31,33 +32,6 @@ func parseLastEventID(s string) int64 {
 	return n
 }
 
-// eventSink writes one SSE stream; it is used inside the body stream writer, after the
-// handler returned, so it holds no *fiber.Ctx.
-type eventSink struct {
-	w    *bufio.Writer
-	last int64
-}
-
-func (s *eventSink) comment(text string) error {
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
-		return err
-	}
-	return s.w.Flush()
-}
-
-// job writes a job.state_changed event unless it was already sent.
-func (s *eventSink) job(e feed.Event) error {
-	if e.Seq <= s.last {
-		return nil
-	}
-	s.last = e.Seq
-	data := compactJSON(e.Payload)
-	if _, err := fmt.Fprintf(s.w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", e.Seq, data); err != nil {
-		return err
-	}
-	return nil
-}
-
 func compactJSON(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
@@ -75,95 +49,66 @@ func (s *Server) missionEvents(c *fiber.Ctx) error {
 	if last == 0 {
 		last = parseLastEventID(c.Query("last_event_id"))
 	}
-	s.streamEvents(c, scope, last, nil)
+	if last == 0 {
+		last = s.deps.Hub.Cursor()
+	}
+	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Jobs, scope: scope, last: last, log: s.log})
 	return nil
 }
 
-// streamEvents runs an SSE stream of scope starting after seq last (or from now when 0). start,
-// when set, writes a snapshot before live events (pages send theirs on every connect). It reads
-// everything it needs from c before the stream starts, and ends on client disconnect (a failed
-// flush) or server shutdown.
-func (s *Server) streamEvents(c *fiber.Ctx, scope feed.Scope, last int64, start func(ctx context.Context, w *bufio.Writer) error) {
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderConnection, "keep-alive")
-	c.Set("X-Accel-Buffering", "no")
-	done := c.Context().Done()
-	hub, jobsSvc, log := s.deps.Hub, s.deps.Jobs, s.log
-	sub := hub.Subscribe(scope, 512)
-	if last == 0 {
-		last = hub.Cursor()
-	}
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		defer func() { sub.Close() }()
-		sink := &eventSink{w: w, last: last}
-		if start != nil {
-			if err := start(ctx, w); err != nil {
-				return
-			}
-		}
-		if err := sink.comment("connected"); err != nil {
-			return
-		}
-		// Replay what the client missed; live events at or below what was replayed are skipped.
-		replay := func() error {
-			for {
-				evs, err := jobsSvc.ReplayEvents(ctx, sink.last, scope, 500)
-				if err != nil {
-					log.Warn("replay events", "err", err)
-					return err
-				}
-				for _, e := range evs {
-					if err := sink.job(e); err != nil {
-						return err
-					}
-				}
-				if err := w.Flush(); err != nil {
-					return err
-				}
-				if len(evs) < 500 {
-					return nil
-				}
-			}
-		}
-		if err := replay(); err != nil {
-			return
-		}
-		tick := time.NewTicker(SSEHeartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if err := sink.comment("ping"); err != nil {
-					return
-				}
-			case e, ok := <-sub.C:
-				if !ok {
-					// Fell behind (or the hub stopped): catch up from the table, then listen again.
-					select {
-					case <-done:
-						return
-					default:
-					}
-					sub = hub.Subscribe(scope, 512)
-					if err := replay(); err != nil {
-						return
-					}
-					continue
-				}
-				if err := sink.job(e); err != nil {
-					return
-				}
-				if len(sub.C) == 0 {
-					if err := w.Flush(); err != nil {
-						return
-					}
-				}
-			}
-		}
-	})
+// eventReplayer reads numbered change-feed events back from the table.
+type eventReplayer interface {
+	ReplayEvents(ctx context.Context, after int64, scope feed.Scope, limit int) ([]feed.Event, error)
 }
+
+// apiStreamer is the API's job.state_changed stream: every event once, in sequence order, with
+// what the client missed replayed from the table on connect and after a lag.
+type apiStreamer struct {
+	replayer eventReplayer
+	scope    feed.Scope
+	last     int64
+	log      *slog.Logger
+}
+
+func (a *apiStreamer) open(ctx context.Context, w *bufio.Writer) error {
+	if _, err := w.WriteString(": connected\n\n"); err != nil {
+		return err
+	}
+	return a.resync(ctx, w)
+}
+
+// resync replays what came after the last event sent; live events at or below it are skipped.
+func (a *apiStreamer) resync(ctx context.Context, w *bufio.Writer) error {
+	for {
+		evs, err := a.replayer.ReplayEvents(ctx, a.last, a.scope, 500)
+		if err != nil {
+			a.log.Warn("replay events", "err", err)
+			return err
+		}
+		for _, e := range evs {
+			if err := a.event(ctx, w, e); err != nil {
+				return err
+			}
+		}
+		if len(evs) < 500 {
+			return nil
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// event writes a job.state_changed event unless it was already sent.
+func (a *apiStreamer) event(_ context.Context, w *bufio.Writer, e feed.Event) error {
+	if e.Seq <= a.last {
+		return nil
+	}
+	a.last = e.Seq
+	_, err := fmt.Fprintf(w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", e.Seq, compactJSON(e.Payload))
+	return err
+}
+
+func (a *apiStreamer) drained(context.Context, *bufio.Writer) error { return nil }
+func (a *apiStreamer) tick(context.Context, *bufio.Writer) error    { return nil }
+func (a *apiStreamer) tickEvery() time.Duration                     { return 0 }

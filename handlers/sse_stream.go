@@ -1,0 +1,100 @@
+package handlers
+
+import (
+	"bufio"
+	"context"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"asterion/jobs/feed"
+)
+
+// streamer is one kind of SSE stream: the API's event stream, the mission page's drops, a
+// dashboard page's rows. serveStream runs the parts every stream shares around it.
+type streamer interface {
+	// open writes what a new connection starts with (a snapshot, a replay).
+	open(ctx context.Context, w *bufio.Writer) error
+	// resync catches up after the stream's subscription fell behind and was dropped.
+	resync(ctx context.Context, w *bufio.Writer) error
+	// event handles one live change-feed event of the stream's scope.
+	event(ctx context.Context, w *bufio.Writer, e feed.Event) error
+	// drained runs once no more events are queued: the point to send what events gathered.
+	drained(ctx context.Context, w *bufio.Writer) error
+	// tick runs every tickEvery (never when tickEvery is 0), for coalesced updates.
+	tick(ctx context.Context, w *bufio.Writer) error
+	tickEvery() time.Duration
+}
+
+// serveStream runs an SSE stream of scope for st. It reads everything it needs from c before
+// the body writer starts (Fiber reuses c once the handler returns), subscribes before open (so
+// nothing that changes meanwhile is lost; something sent twice is harmless), keeps an idle
+// connection open with a comment every SSEHeartbeat, and ends on a failed write or flush (the
+// client left) or server shutdown.
+func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderConnection, "keep-alive")
+	c.Set("X-Accel-Buffering", "no")
+	done := c.Context().Done()
+	hub, log := s.deps.Hub, s.log
+	sub := hub.Subscribe(scope, 512)
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		defer func() { sub.Close() }()
+		if err := st.open(ctx, w); err != nil {
+			log.Debug("event stream open", "err", err)
+			return
+		}
+		if err := w.Flush(); err != nil {
+			return
+		}
+		heartbeat := time.NewTicker(SSEHeartbeat)
+		defer heartbeat.Stop()
+		var tickC <-chan time.Time
+		if every := st.tickEvery(); every > 0 {
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			tickC = tick.C
+		}
+		for {
+			var err error
+			select {
+			case <-done:
+				return
+			case <-heartbeat.C:
+				_, err = w.WriteString(": ping\n\n")
+			case <-tickC:
+				err = st.tick(ctx, w)
+			case e, ok := <-sub.C:
+				switch {
+				case !ok:
+					// Fell behind (or the hub stopped): listen again, then catch up.
+					select {
+					case <-done:
+						return
+					default:
+					}
+					sub = hub.Subscribe(scope, 512)
+					err = st.resync(ctx, w)
+				default:
+					err = st.event(ctx, w, e)
+					if err == nil && len(sub.C) > 0 {
+						continue // batch what is already queued into one flush
+					}
+					if err == nil {
+						err = st.drained(ctx, w)
+					}
+				}
+			}
+			if err != nil {
+				log.Debug("event stream", "err", err)
+				return
+			}
+			if err := w.Flush(); err != nil {
+				return
+			}
+		}
+	})
+}
