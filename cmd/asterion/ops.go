@@ -176,13 +176,16 @@ func (c *cli) jobDetails(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (c *cli) cancelJob(ctx context.Context, args []string) error {
-	fs := newFlags("cancel-job")
+// jobAction runs a one-job operator command (cancel-job, retry-job): its flags, the job id,
+// the database, and the one-line error for a job in the wrong state (conflict).
+func (c *cli) jobAction(ctx context.Context, cmd string, args []string, conflict string,
+	act func(svc *jobs.Service, id uuid.UUID, cm *common) error) error {
+	fs := newFlags(cmd)
 	cm := c.bindCommon(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	id, err := parseJobID("cancel-job", fs.Args())
+	id, err := parseJobID(cmd, fs.Args())
 	if err != nil {
 		return err
 	}
@@ -191,47 +194,44 @@ func (c *cli) cancelJob(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	j, err := svc.Cancel(ctx, cliViewer, id, cliActor)
+	err = act(svc, id, cm)
 	if errors.Is(err, jobs.ErrConflict) {
-		return fmt.Errorf("job %s cannot be cancelled: it is already finished", id)
+		return fmt.Errorf("job %s cannot be %s", id, conflict)
 	}
 	if err != nil {
 		return notFoundOr(id, err)
 	}
-	if cm.json {
-		return writeJSON(c, jobJSONOf(j))
-	}
-	fmt.Fprintf(c.stdout, "cancelled job %s\n", j.ID)
 	return nil
 }
 
+func (c *cli) cancelJob(ctx context.Context, args []string) error {
+	return c.jobAction(ctx, "cancel-job", args, "cancelled: it is already finished",
+		func(svc *jobs.Service, id uuid.UUID, cm *common) error {
+			j, err := svc.Cancel(ctx, cliViewer, id, cliActor)
+			if err != nil {
+				return err
+			}
+			if cm.json {
+				return writeJSON(c, jobJSONOf(j))
+			}
+			fmt.Fprintf(c.stdout, "cancelled job %s\n", j.ID)
+			return nil
+		})
+}
+
 func (c *cli) retryJob(ctx context.Context, args []string) error {
-	fs := newFlags("retry-job")
-	cm := c.bindCommon(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	id, err := parseJobID("retry-job", fs.Args())
-	if err != nil {
-		return err
-	}
-	cn, svc, err := c.opsEnv(ctx, cm)
-	if err != nil {
-		return err
-	}
-	defer cn.close()
-	out, err := svc.Retry(ctx, cliViewer, id, cliActor)
-	if errors.Is(err, jobs.ErrConflict) {
-		return fmt.Errorf("job %s cannot be retried: only succeeded, failed or cancelled jobs can", id)
-	}
-	if err != nil {
-		return notFoundOr(id, err)
-	}
-	if cm.json {
-		return writeJSON(c, map[string]any{"job": jobJSONOf(out.Job), "operation": out.Operation})
-	}
-	fmt.Fprintf(c.stdout, "job %s supersedes %s\n", out.Job.ID, id)
-	return nil
+	return c.jobAction(ctx, "retry-job", args, "retried: only succeeded, failed or cancelled jobs can",
+		func(svc *jobs.Service, id uuid.UUID, cm *common) error {
+			out, err := svc.Retry(ctx, cliViewer, id, cliActor)
+			if err != nil {
+				return err
+			}
+			if cm.json {
+				return writeJSON(c, map[string]any{"job": jobJSONOf(out.Job), "operation": out.Operation})
+			}
+			fmt.Fprintf(c.stdout, "job %s supersedes %s\n", out.Job.ID, id)
+			return nil
+		})
 }
 
 func (c *cli) queueMetrics(ctx context.Context, args []string) error {
