@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,9 +50,18 @@ type config struct {
 	// writes no report, so BENCHMARKS.md only ever holds complete runs.
 	sides  string
 	phases string
+	// dbPrefix names the bench's databases (<prefix>, <prefix>_baseline, <prefix>_growth), so
+	// a second run on the same PostgreSQL need not drop the first one's.
+	dbPrefix string
+	// Sizes of the Asterion-only phases.
+	streams, streamsBig, dashboards int
+	pageSizes, growthSizes          string
 }
 
-const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e"
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,pages,growth"
+
+// benchPassword is the password of the bench servers' first admin.
+const benchPassword = "bench-password-1"
 
 func (c config) narrowed() bool { return c.sides != allSides || c.phases != allPhases }
 
@@ -75,22 +85,40 @@ func run() error {
 	flag.StringVar(&cfg.out, "out", "BENCHMARKS.md", "report path (bench.json is written beside it)")
 	flag.StringVar(&cfg.sides, "sides", allSides, "which servers to measure (comma-separated)")
 	flag.StringVar(&cfg.phases, "phases", allPhases, "which phases to run (comma-separated)")
+	flag.StringVar(&cfg.dbPrefix, "db-prefix", "asterion_bench", "name of the bench databases")
+	flag.IntVar(&cfg.streams, "streams", 500, "mission streams open in the streams phase")
+	flag.IntVar(&cfg.streamsBig, "streams-big", 1000, "mission streams open for the memory figure")
+	flag.IntVar(&cfg.dashboards, "dashboards", 200, "dashboard streams open in the dashboards phase")
+	flag.StringVar(&cfg.pageSizes, "page-sizes", "10000,100000,1000000", "database sizes of the pages phase (seeded prompts)")
+	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
 	flag.Parse()
 	ctx := context.Background()
-
-	astDB, err := freshDatabase(ctx, cfg.adminURL, "asterion_bench")
+	pageSizes, err := parseSizes(cfg.pageSizes)
 	if err != nil {
 		return err
 	}
-	baseDB, err := freshDatabase(ctx, cfg.adminURL, "asterion_bench_baseline")
+	growthSizes, err := parseSizes(cfg.growthSizes)
+	if err != nil {
+		return err
+	}
+	// Thousands of streams need thousands of descriptors here and in the server, which
+	// inherits the limit.
+	if err := raiseOpenFiles(uint64(4*cfg.streamsBig + 1024)); err != nil {
+		return err
+	}
+
+	astDB, err := freshDatabase(ctx, cfg.adminURL, cfg.dbPrefix)
+	if err != nil {
+		return err
+	}
+	baseDB, err := freshDatabase(ctx, cfg.adminURL, cfg.dbPrefix+"_baseline")
 	if err != nil {
 		return err
 	}
 
 	astAddr, baseAddr := freePort(), freePort()
 	ast := exec.Command(cfg.bin, "serve", "--addr", astAddr)
-	ast.Env = append(os.Environ(), "DATABASE_URL="+astDB, "ASTERION_ADMIN_PASSWORD=bench-password-1",
-		"ASTERION_SIM_LATENCY=0-0", "ASTERION_LOG_LEVEL=error", "ASTERION_WORKERS=10")
+	ast.Env = asterionEnv(astDB)
 	ast.Stderr = os.Stderr
 	if err := ast.Start(); err != nil {
 		return fmt.Errorf("start asterion: %w", err)
@@ -161,10 +189,30 @@ func run() error {
 		}
 		fmt.Fprintf(os.Stderr, "%+v\n", *pair.r)
 	}
+	if cfg.wants(cfg.sides, "asterion") {
+		ae := asterionOnly{cfg: cfg, api: newAPIClient("http://"+astAddr, astT.token), pid: ast.Process.Pid, dbURL: astDB,
+			probe: astProbe, pageSizes: pageSizes, growthSizes: growthSizes}
+		if err := ae.run(ctx, &rep.Asterion); err != nil {
+			return err
+		}
+	}
 	if cfg.narrowed() {
 		return nil
 	}
 	return rep.write(cfg.out)
+}
+
+// parseSizes reads a comma-separated list of positive counts.
+func parseSizes(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad size %q in %q", f, list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func envOr(k, def string) string {

@@ -16,6 +16,11 @@ type side struct {
 	Open      result       `json:"open_loop"`
 	Pickup    pickupResult `json:"pickup"`
 	E2E       e2eResult    `json:"end_to_end"`
+	// The Asterion-only phases; nil on the baseline side and when not run.
+	Streams    *streamsResult    `json:"streams,omitempty"`
+	Dashboards *dashboardsResult `json:"dashboards,omitempty"`
+	Pages      *pagesResult      `json:"pages,omitempty"`
+	Growth     *growthResult     `json:"growth,omitempty"`
 }
 
 type report struct {
@@ -54,6 +59,7 @@ func (r report) write(path string) error {
 	row("pickup queued → running p95", fmt.Sprintf("%.1f ms", a.Pickup.P95ms), fmt.Sprintf("%.1f ms", b.Pickup.P95ms), ratio(a.Pickup.P95ms, b.Pickup.P95ms), "", "same")
 	row("end-to-end jobs/s", fmt.Sprintf("%.0f/s", a.E2E.JobsPerSec), fmt.Sprintf("%.0f/s", b.E2E.JobsPerSec), ratio(a.E2E.JobsPerSec, b.E2E.JobsPerSec),
 		"the ratio", fmt.Sprintf("%d jobs submitted by 50 clients until all finished, sim latency 0", a.E2E.Jobs))
+	asterionRows(a, row)
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 		return err
 	}
