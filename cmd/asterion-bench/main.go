@@ -55,6 +55,7 @@ type config struct {
 	dbPrefix string
 	// Sizes of the Asterion-only phases.
 	streams, streamsBig, dashboards int
+	pageRequests                    int
 	pageSizes, growthSizes          string
 }
 
@@ -90,6 +91,7 @@ func run() error {
 	flag.IntVar(&cfg.streamsBig, "streams-big", 1000, "mission streams open for the memory figure")
 	flag.IntVar(&cfg.dashboards, "dashboards", 200, "dashboard streams open in the dashboards phase")
 	flag.StringVar(&cfg.pageSizes, "page-sizes", "10000,100000,1000000", "database sizes of the pages phase (seeded prompts)")
+	flag.IntVar(&cfg.pageRequests, "page-requests", 200, "sequential requests per page and size in the pages phase")
 	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
 	flag.Parse()
 	ctx := context.Background()
