@@ -7,7 +7,7 @@ export DATABASE_URL ASTERION_ADDR
 
 BIN := bin/asterion
 
-.PHONY: build run test test-short bench generate generate-check fmt vet
+.PHONY: build run test test-short bench reliability reliability-long fuzz generate generate-check fmt vet
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asterion
@@ -52,6 +52,16 @@ generate-check:
 bench: build
 	$(GO) build -o bin/asterion-bench ./cmd/asterion-bench
 	./bin/asterion-bench -bin bin/asterion -out BENCHMARKS.md
+
+## reliability: the fault-injection suite at its short size (CI runs it after make test; run it
+## alone, not beside make test or make bench): SIGKILLed workers, a restarted private PostgreSQL,
+## a misbehaving provider, an offer above the drain rate.
+reliability:
+	ASTERION_RELIABILITY=short $(GO) test -race -count=1 -timeout 15m -v ./reliability/
+
+## reliability-long: the same suite at full size (2,000 prompts, 60 s of overload), on demand.
+reliability-long:
+	ASTERION_RELIABILITY=long $(GO) test -count=1 -timeout 60m -v ./reliability/
 
 FUZZTIME ?= 20s
 ## fuzz: every fuzz target for FUZZTIME each (the seed corpora run in make test too).

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/feed"
@@ -125,6 +126,12 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if status == fiber.StatusRequestEntityTooLarge {
 			detail = fmt.Sprintf("the body is larger than %d bytes", BodyLimit)
 		}
+	} else if db.IsUnavailable(err) {
+		// The client may retry; with its Idempotency-Key when it submitted, since a connection
+		// lost during COMMIT leaves the outcome unknown.
+		status, detail = fiber.StatusServiceUnavailable, "the database is unavailable right now; retry shortly"
+		c.Set(fiber.HeaderRetryAfter, "2")
+		s.log.Warn("database unavailable", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
 	} else {
 		s.log.Error("request failed", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
 	}

@@ -17,6 +17,8 @@ import (
 type ReclaimReport struct {
 	Requeued int `json:"requeued"`
 	Failed   int `json:"failed"`
+	// Revehicled counts queued jobs moved off a vehicle whose worker died before claiming it.
+	Revehicled int `json:"revehicled"`
 }
 
 // ReclaimStuck finds running jobs whose heartbeat is older than StaleAfter (§8 stuck-job
@@ -63,7 +65,62 @@ func (s *Service) ReclaimStuck(ctx context.Context) (ReclaimReport, error) {
 		rep.Requeued += batch.Requeued
 		rep.Failed += batch.Failed
 		if batch.Requeued+batch.Failed < 200 {
-			return rep, nil
+			break
+		}
+	}
+	n, err := s.revehicleOrphans(ctx)
+	rep.Revehicled = n
+	return rep, err
+}
+
+// revehicleOrphans moves queued jobs off vehicles that River has held as running for longer
+// than StaleAfter. Such a job was fetched by a worker that died before its claim committed:
+// the job never ran, so no heartbeat goes stale, and only River's rescuer (much later, and only
+// on the leader) would free the vehicle. A live worker claims within milliseconds of a fetch,
+// and one that claims late anyway finds the job on another vehicle and drops its own. The job
+// keeps its attempt: it never started.
+func (s *Service) revehicleOrphans(ctx context.Context) (int, error) {
+	moved := 0
+	for {
+		n := 0
+		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			var orphans []db.Job
+			if err := tx.NewSelect().Model(&orphans).
+				Join("JOIN river_job AS r ON r.id = job.river_job_id").
+				Where("job.state = ? AND r.state = 'running' AND r.attempted_at < now() - ?::interval",
+					StateQueued, fmt.Sprintf("%d milliseconds", s.cfg.StaleAfter.Milliseconds())).
+				OrderExpr("r.attempted_at").Limit(200).For("UPDATE OF job SKIP LOCKED").Scan(ctx); err != nil {
+				return fmt.Errorf("find jobs on orphaned vehicles: %w", err)
+			}
+			for _, j := range orphans {
+				if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *j.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+					return fmt.Errorf("cancel orphaned vehicle of job %s: %w", j.ID, err)
+				}
+				res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority}, &river.InsertOpts{
+					Queue: QueuePrompts, Priority: RiverPriority(j.Priority), MaxAttempts: vehicleMaxAttempts})
+				if err != nil {
+					return fmt.Errorf("new vehicle for job %s: %w", j.ID, err)
+				}
+				upd, err := tx.NewUpdate().Model((*db.Job)(nil)).Set("river_job_id = ?", res.Job.ID).
+					Where("id = ? AND state = ? AND river_job_id = ?", j.ID, StateQueued, *j.RiverJobID).Exec(ctx)
+				if err != nil {
+					return fmt.Errorf("move job %s to a new vehicle: %w", j.ID, err)
+				}
+				if k, _ := upd.RowsAffected(); k != 1 {
+					return fmt.Errorf("move job %s to a new vehicle: it changed under the lock", j.ID)
+				}
+				if err := audit(ctx, tx, j.OrgID, nil, "reclaimer", "job.revehicled", "job", j.ID.String(),
+					map[string]any{"old_river_job_id": *j.RiverJobID, "river_job_id": res.Job.ID,
+						"reason": "the worker that fetched it died before claiming it"}); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		moved += n
+		if err != nil || n < 200 {
+			return moved, err
 		}
 	}
 }

@@ -357,3 +357,50 @@ func TestLateWriterWhileSecondExecutionRuns(t *testing.T) {
 		t.Fatalf("response %q is not the second execution's", body)
 	}
 }
+
+// TestReclaimMovesJobOffOrphanedVehicle: a worker fetched a job's vehicle and died before its
+// claim committed, so River holds the vehicle as running while the job is still queued and no
+// heartbeat can go stale. The reclaim pass moves the job to a new vehicle (the old one is
+// cancelled), keeping its attempt, and a runtime then runs it once; a vehicle fetched only a
+// moment ago is left alone.
+func TestReclaimMovesJobOffOrphanedVehicle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.StaleAfter = time.Minute })
+	ctx := context.Background()
+	orphan := e.submit("fetched by a worker that died")
+	fresh := e.submit("fetched a moment ago")
+	// What a dead fetch leaves behind, written as River's fetch would have.
+	for _, tc := range []struct {
+		sub jobs.Submitted
+		age string
+	}{{orphan, "10 minutes"}, {fresh, "1 second"}} {
+		if _, err := e.d.Bun.ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1,
+			attempted_at = now() - ?::interval, attempted_by = ARRAY['dead-worker'] WHERE id = ?`,
+			tc.age, *e.job(tc.sub.JobID).RiverJobID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldVehicle, freshVehicle := *e.job(orphan.JobID).RiverJobID, *e.job(fresh.JobID).RiverJobID
+	rep, err := e.s.ReclaimStuck(ctx)
+	if err != nil || rep != (jobs.ReclaimReport{Revehicled: 1}) {
+		t.Fatalf("reclaim %+v, %v", rep, err)
+	}
+	j := e.job(orphan.JobID)
+	if j.State != "queued" || j.Attempt != 1 || *j.RiverJobID == oldVehicle {
+		t.Fatalf("orphaned job after reclaim: state %s attempt %d vehicle %d (was %d)", j.State, j.Attempt, *j.RiverJobID, oldVehicle)
+	}
+	if m := e.riverMeta(oldVehicle); m["cancel_attempted_at"] == nil {
+		t.Errorf("old vehicle not cancelled: metadata %v", m)
+	}
+	if f := e.job(fresh.JobID); *f.RiverJobID != freshVehicle || f.State != "queued" {
+		t.Fatalf("fresh job touched: %+v", f)
+	}
+	if again, err := e.s.ReclaimStuck(ctx); err != nil || again != (jobs.ReclaimReport{}) {
+		t.Fatalf("second reclaim %+v, %v", again, err)
+	}
+	startRuntime(t, e, e.s, 1)
+	e.waitState(orphan.JobID, jobs.StateSucceeded, 10*time.Second)
+	if n := e.count("SELECT count(*) FROM sa_ledger WHERE job_id = ?", orphan.JobID); n != 1 {
+		t.Errorf("%d ledger rows for the moved job, want 1", n)
+	}
+}

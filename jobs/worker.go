@@ -88,8 +88,8 @@ func (w *reclaimWorker) Work(ctx context.Context, _ *river.Job[ReclaimArgs]) err
 	if err != nil {
 		return err
 	}
-	if rep.Requeued+rep.Failed > 0 {
-		w.svc.log.Info("reclaimed stuck jobs", "requeued", rep.Requeued, "failed", rep.Failed)
+	if rep.Requeued+rep.Failed+rep.Revehicled > 0 {
+		w.svc.log.Info("reclaimed stuck jobs", "requeued", rep.Requeued, "failed", rep.Failed, "revehicled", rep.Revehicled)
 	}
 	return nil
 }

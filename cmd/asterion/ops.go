@@ -328,7 +328,7 @@ func (c *cli) reclaimStuckJobs(ctx context.Context, args []string) error {
 	if cm.json {
 		return writeJSON(c, rep)
 	}
-	fmt.Fprintf(c.stdout, "requeued %d, failed as stuck %d\n", rep.Requeued, rep.Failed)
+	fmt.Fprintf(c.stdout, "requeued %d, failed as stuck %d, moved off orphaned vehicles %d\n", rep.Requeued, rep.Failed, rep.Revehicled)
 	return nil
 }
 

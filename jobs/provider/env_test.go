@@ -20,6 +20,9 @@ func TestFromEnv(t *testing.T) {
 		{name: "openai", env: map[string]string{ProviderEnv: "openai", OpenAIBaseURLEnv: "https://api.openai.com/v1", OpenAIAPIKeyEnv: testAPIKey, OpenAIModelEnv: "gpt-4o"}, wantName: "openai"},
 		{name: "openai without model", env: map[string]string{ProviderEnv: "openai", OpenAIBaseURLEnv: "https://api.openai.com/v1", OpenAIAPIKeyEnv: testAPIKey}, wantErr: "model is required"},
 		{name: "openai with bad key", env: map[string]string{ProviderEnv: "openai", OpenAIBaseURLEnv: "https://x.example", OpenAIAPIKeyEnv: "a\x00" + testAPIKey, OpenAIModelEnv: "m"}, wantErr: "control characters"},
+		{name: "openai with a timeout", env: map[string]string{ProviderEnv: "openai", OpenAIBaseURLEnv: "https://api.openai.com/v1", OpenAIAPIKeyEnv: testAPIKey, OpenAIModelEnv: "gpt-4o", OpenAITimeoutEnv: "90s"}, wantName: "openai"},
+		{name: "openai with a bad timeout", env: map[string]string{ProviderEnv: "openai", OpenAIBaseURLEnv: "https://api.openai.com/v1", OpenAIAPIKeyEnv: testAPIKey, OpenAIModelEnv: "gpt-4o", OpenAITimeoutEnv: "soon"}, wantErr: OpenAITimeoutEnv},
+		{name: "openai with a negative timeout", env: map[string]string{ProviderEnv: "openai", OpenAIBaseURLEnv: "https://api.openai.com/v1", OpenAIAPIKeyEnv: testAPIKey, OpenAIModelEnv: "gpt-4o", OpenAITimeoutEnv: "-1s"}, wantErr: OpenAITimeoutEnv},
 		{name: "unknown provider", env: map[string]string{ProviderEnv: "anthropic"}, wantErr: `"anthropic"`},
 	}
 	for _, tt := range tests {
@@ -41,8 +44,12 @@ func TestFromEnv(t *testing.T) {
 			if p.Name() != tt.wantName {
 				t.Errorf("Name() = %q, want %q", p.Name(), tt.wantName)
 			}
-			if o, ok := p.(*OpenAI); ok && o.timeout != 180*time.Second {
-				t.Errorf("openai timeout %v, want 180s", o.timeout)
+			want := 180 * time.Second
+			if v := tt.env[OpenAITimeoutEnv]; v != "" {
+				want, _ = time.ParseDuration(v)
+			}
+			if o, ok := p.(*OpenAI); ok && o.timeout != want {
+				t.Errorf("openai timeout %v, want %v", o.timeout, want)
 			}
 		})
 	}
