@@ -41,7 +41,7 @@ func (r report) write(path string) error {
 	a, b := r.Asterion, r.Baseline
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Benchmarks\n\nProduced by `make bench` (`go run ./cmd/asterion-bench`) on %s, %s.\n", r.Machine, r.StartedAt.Format(time.RFC3339))
-	sb.WriteString("The real `asterion serve` (sim provider at 0 latency, 10 workers) and a bare-River baseline (one transaction: prompt row, job row, River job on riverpgxv5; no-op workers) run as separate processes on the same PostgreSQL; the load generator is a third process on the same 2-core machine. Absolute numbers drift on a shared machine; the ratios are the figures to compare.\n\n")
+	sb.WriteString("The real `asterion serve` (sim provider at 0 latency, 10 workers) and a bare-River baseline (one transaction: prompt row, job row, River job on riverpgxv5; no-op workers) run as separate processes on the same PostgreSQL; the load generator is a third process on the same 2-core machine. Absolute numbers drift on a shared machine; the ratios are the figures to compare. Rows without a baseline come from the Asterion-only phases (live streams, dashboards, a standing backlog, pages as the database grows), whose load generator shares the same two cores.\n\n")
 	sb.WriteString("| figure | asterion | baseline | ratio | target | how measured |\n|---|---|---|---|---|---|\n")
 	row := func(fig, av, bv, rt, target, how string) {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", fig, av, bv, rt, target, how)

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// asterionOnly runs the phases that have no baseline counterpart: live streams, dashboards, a
+// standing backlog, and pages as the database grows. They run after the load phases, pages
+// last, since it leaves a million-row database behind.
+type asterionOnly struct {
+	cfg         config
+	api         *apiClient
+	pid         int
+	dbURL       string
+	probe       *probe
+	pageSizes   []int
+	growthSizes []int
+}
+
+func (a asterionOnly) run(ctx context.Context, s *side) error {
+	show := func(name string, v any) {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		fmt.Fprintf(os.Stderr, "== %s\n%s\n", name, b)
+	}
+	if a.cfg.wants(a.cfg.phases, "streams") {
+		a.probe.drain(ctx)
+		r, err := runStreams(ctx, a.api, a.pid, a.cfg.streams, a.cfg.streamsBig, 30)
+		if err != nil {
+			return fmt.Errorf("streams phase: %w", err)
+		}
+		s.Streams = &r
+		show("streams", r)
+		// Let the server notice the closed streams before the next phase.
+		time.Sleep(time.Second)
+	}
+	if a.cfg.wants(a.cfg.phases, "dashboards") {
+		a.probe.drain(ctx)
+		r, err := runDashboards(ctx, a.api, a.probe.pool, "admin", benchPassword, a.cfg.dashboards, 20)
+		if err != nil {
+			return fmt.Errorf("dashboards phase: %w", err)
+		}
+		s.Dashboards = &r
+		show("dashboards", r)
+		time.Sleep(time.Second)
+	}
+	if a.cfg.wants(a.cfg.phases, "growth") {
+		r, err := runGrowth(ctx, growthEnv{bin: a.cfg.bin, adminURL: a.cfg.adminURL, dbName: a.cfg.dbPrefix + "_growth",
+			sizes: a.growthSizes, submitOf: 3 * time.Second, drainFor: 10 * time.Second})
+		if err != nil {
+			return fmt.Errorf("growth phase: %w", err)
+		}
+		s.Growth = &r
+		show("growth", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "pages") {
+		a.probe.drain(ctx)
+		r, err := runPages(ctx, pagesEnv{api: a.api, bin: a.cfg.bin, dbURL: a.dbURL, user: "admin", password: benchPassword,
+			sizes: a.pageSizes, requests: a.cfg.pageRequests})
+		if err != nil {
+			return fmt.Errorf("pages phase: %w", err)
+		}
+		s.Pages = &r
+		show("pages", r)
+	}
+	return nil
+}
