@@ -2,9 +2,7 @@ package handlers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -32,13 +30,6 @@ func parseLastEventID(s string) int64 {
 	return n
 }
 
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return "{}"
-	}
-	return b.String()
-}
 
 // missionEvents is GET /sa-core/v1/mission/events: the caller's job state changes as SSE, with
 // Last-Event-ID replay from the change-feed table and a heartbeat comment every 15 s.
@@ -105,7 +96,8 @@ func (a *apiStreamer) event(_ context.Context, w *bufio.Writer, e feed.Event) er
 		return nil
 	}
 	a.last = e.Seq
-	_, err := fmt.Fprintf(w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", e.Seq, compactJSON(e.Payload))
+	// The feed hands out payloads compacted to one line, as an SSE data line needs.
+	_, err := fmt.Fprintf(w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", e.Seq, e.Payload)
 	return err
 }
 

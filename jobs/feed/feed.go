@@ -6,6 +6,7 @@
 package feed
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,15 +34,16 @@ const (
 
 // Event is one numbered change.
 type Event struct {
-	Seq         int64           `json:"seq"`
-	Topic       string          `json:"topic"`
-	OrgID       int64           `json:"org_id"`
-	UserID      int64           `json:"user_id"`
-	PromptID    *uuid.UUID      `json:"prompt_id,omitempty"`
-	JobID       *uuid.UUID      `json:"job_id,omitempty"`
-	OperationID *uuid.UUID      `json:"operation_id,omitempty"`
-	Payload     json.RawMessage `json:"payload"`
-	CreatedAt   time.Time       `json:"created_at"`
+	Seq         int64      `json:"seq"`
+	Topic       string     `json:"topic"`
+	OrgID       int64      `json:"org_id"`
+	UserID      int64      `json:"user_id"`
+	PromptID    *uuid.UUID `json:"prompt_id,omitempty"`
+	JobID       *uuid.UUID `json:"job_id,omitempty"`
+	OperationID *uuid.UUID `json:"operation_id,omitempty"`
+	// Payload is compact JSON (one line) once read back from the table.
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt time.Time       `json:"created_at"`
 }
 
 // Publish records an event inside the caller's transaction; it becomes visible, and is
@@ -182,11 +184,20 @@ func Prune(ctx context.Context, bunDB bun.IDB, keep time.Duration) (int64, error
 	return n, nil
 }
 
+// fromRow converts a stored event. PostgreSQL prints jsonb with spaces; the payload is
+// compacted here, once per event read, rather than by each of the streams it fans out to.
 func fromRow(r db.Event) Event {
 	var seq int64
 	if r.Seq != nil {
 		seq = *r.Seq
 	}
+	payload := r.Payload
+	var b bytes.Buffer
+	if err := json.Compact(&b, r.Payload); err == nil {
+		payload = b.Bytes()
+	} else {
+		payload = json.RawMessage(`{}`)
+	}
 	return Event{Seq: seq, Topic: r.Topic, OrgID: r.OrgID, UserID: r.UserID, PromptID: r.PromptID, JobID: r.JobID,
-		OperationID: r.OperationID, Payload: r.Payload, CreatedAt: r.CreatedAt}
+		OperationID: r.OperationID, Payload: payload, CreatedAt: r.CreatedAt}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -438,5 +439,28 @@ func TestHubDelivers(t *testing.T) {
 	case e := <-member.C:
 		t.Fatalf("member received another org's event %s", label(e))
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestReplayedPayloadIsOneCompactLine: PostgreSQL prints a jsonb payload with spaces (and a
+// writer may send newlines); a reader gets it compacted to one line, as an SSE data line needs.
+func TestReplayedPayloadIsOneCompactLine(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	e := ev(1, 1, feed.TopicJob, "x")
+	e.Payload = json.RawMessage("{\n  \"label\": \"a b\",\n  \"n\": [1, 2]\n}")
+	publish(t, d, e)
+	sequence(t, d)
+	got := replay(t, d, 0, all)
+	if len(got) != 1 {
+		t.Fatalf("%d events", len(got))
+	}
+	p := string(got[0].Payload)
+	var m map[string]any
+	if err := json.Unmarshal(got[0].Payload, &m); err != nil || m["label"] != "a b" || len(m["n"].([]any)) != 2 {
+		t.Fatalf("payload %q: %v", p, err)
+	}
+	if strings.ContainsAny(p, "\n\r") || strings.Contains(p, ": ") || strings.Contains(p, ", ") {
+		t.Fatalf("payload %q is not compact", p)
 	}
 }
