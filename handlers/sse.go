@@ -30,7 +30,6 @@ func parseLastEventID(s string) int64 {
 	return n
 }
 
-
 // missionEvents is GET /sa-core/v1/mission/events: the caller's job state changes as SSE, with
 // Last-Event-ID replay from the change-feed table and a heartbeat comment every 15 s.
 func (s *Server) missionEvents(c *fiber.Ctx) error {
