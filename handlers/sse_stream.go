@@ -10,6 +10,11 @@ import (
 	"asterion/jobs/feed"
 )
 
+// streamBuffer is how many events a stream's subscription holds while its writer is busy. A
+// channel's buffer is allocated whole when it is made, so this is most of a stream's memory; a
+// stream that falls further behind is dropped by the hub and resyncs from the table.
+const streamBuffer = 128
+
 // streamer is one kind of SSE stream: the API's event stream, the mission page's drops, a
 // dashboard page's rows. serveStream runs the parts every stream shares around it.
 type streamer interface {
@@ -38,7 +43,7 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 	c.Set("X-Accel-Buffering", "no")
 	done := c.Context().Done()
 	hub, log := s.deps.Hub, s.log
-	sub := hub.Subscribe(scope, 512)
+	sub := hub.Subscribe(scope, streamBuffer)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -76,7 +81,7 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 						return
 					default:
 					}
-					sub = hub.Subscribe(scope, 512)
+					sub = hub.Subscribe(scope, streamBuffer)
 					err = st.resync(ctx, w)
 				default:
 					err = st.event(ctx, w, e)
