@@ -129,6 +129,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 			return nil
 		},
 	})
+	if err := startPprof(ctx, c.getenv("ASTERION_PPROF_ADDR"), log); err != nil {
+		return fmt.Errorf("profiler on ASTERION_PPROF_ADDR: %w", err)
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "database", cn.url.Redacted())
 	serveErr := srv.Serve(ctx, ln)
 	if runtime != nil {
