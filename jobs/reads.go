@@ -147,10 +147,7 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 	if since != nil {
 		q = q.Where("j.updated_at >= ?", *since)
 	}
-	var changed []struct {
-		PromptID  uuid.UUID `bun:"prompt_id"`
-		ChangedAt time.Time `bun:"changed_at"`
-	}
+	var changed []promptChange
 	if err := q.GroupExpr("j.prompt_id").OrderExpr("changed_at, j.prompt_id").Limit(limit).Scan(ctx, &changed); err != nil {
 		return time.Time{}, nil, fmt.Errorf("find changed prompts: %w", err)
 	}
@@ -160,22 +157,14 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		// instant, more than a page), so the next since can start a microsecond later: what
 		// was not visible now changed at or after the watermark, later than that.
 		last := changed[n-1]
-		var ties []struct {
-			PromptID  uuid.UUID `bun:"prompt_id"`
-			ChangedAt time.Time `bun:"changed_at"`
-		}
+		var ties []promptChange
 		tq := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j").
 			Where("j.updated_at >= ?", last.ChangedAt).Where("j.prompt_id > ?", last.PromptID).
 			GroupExpr("j.prompt_id").Having("max(j.updated_at) = ?", last.ChangedAt).OrderExpr("j.prompt_id")
 		if err := tq.Scan(ctx, &ties); err != nil {
 			return time.Time{}, nil, fmt.Errorf("find prompts changed with the page's last: %w", err)
 		}
-		for _, t := range ties {
-			changed = append(changed, struct {
-				PromptID  uuid.UUID `bun:"prompt_id"`
-				ChangedAt time.Time `bun:"changed_at"`
-			}(t))
-		}
+		changed = append(changed, ties...)
 		asOf = last.ChangedAt.Add(time.Microsecond)
 	}
 	if len(changed) == 0 {
@@ -193,6 +182,12 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		items[i].ChangedAt = changed[i].ChangedAt
 	}
 	return asOf, items, nil
+}
+
+// promptChange is a prompt and the newest change of its jobs.
+type promptChange struct {
+	PromptID  uuid.UUID `bun:"prompt_id"`
+	ChangedAt time.Time `bun:"changed_at"`
 }
 
 // missionItems loads prompts with their newest job and that job's response, in ids order.

@@ -93,15 +93,11 @@ func (s *Service) revehicleOrphans(ctx context.Context) (int, error) {
 				return fmt.Errorf("find jobs on orphaned vehicles: %w", err)
 			}
 			for _, j := range orphans {
-				if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *j.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-					return fmt.Errorf("cancel orphaned vehicle of job %s: %w", j.ID, err)
-				}
-				res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority}, &river.InsertOpts{
-					Queue: QueuePrompts, Priority: RiverPriority(j.Priority), MaxAttempts: vehicleMaxAttempts})
+				vehicle, err := s.replaceVehicle(ctx, tx, j)
 				if err != nil {
-					return fmt.Errorf("new vehicle for job %s: %w", j.ID, err)
+					return err
 				}
-				upd, err := tx.NewUpdate().Model((*db.Job)(nil)).Set("river_job_id = ?", res.Job.ID).
+				upd, err := tx.NewUpdate().Model((*db.Job)(nil)).Set("river_job_id = ?", vehicle).
 					Where("id = ? AND state = ? AND river_job_id = ?", j.ID, StateQueued, *j.RiverJobID).Exec(ctx)
 				if err != nil {
 					return fmt.Errorf("move job %s to a new vehicle: %w", j.ID, err)
@@ -110,7 +106,7 @@ func (s *Service) revehicleOrphans(ctx context.Context) (int, error) {
 					return fmt.Errorf("move job %s to a new vehicle: it changed under the lock", j.ID)
 				}
 				if err := audit(ctx, tx, j.OrgID, nil, "reclaimer", "job.revehicled", "job", j.ID.String(),
-					map[string]any{"old_river_job_id": *j.RiverJobID, "river_job_id": res.Job.ID,
+					map[string]any{"old_river_job_id": *j.RiverJobID, "river_job_id": vehicle,
 						"reason": "the worker that fetched it died before claiming it"}); err != nil {
 					return err
 				}
@@ -136,17 +132,11 @@ func (s *Service) reclaimTx(ctx context.Context, tx bun.Tx, j db.Job, now time.T
 	if j.Attempt < j.MaxAttempts && now.Sub(*started) < s.cfg.StuckAfter {
 		var vehicle *int64
 		if newVehicle {
-			if j.RiverJobID != nil {
-				if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *j.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-					return db.Job{}, fmt.Errorf("cancel old vehicle of job %s: %w", j.ID, err)
-				}
-			}
-			res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority}, &river.InsertOpts{
-				Queue: QueuePrompts, Priority: RiverPriority(j.Priority), MaxAttempts: vehicleMaxAttempts})
+			id, err := s.replaceVehicle(ctx, tx, j)
 			if err != nil {
-				return db.Job{}, fmt.Errorf("new vehicle for job %s: %w", j.ID, err)
+				return db.Job{}, err
 			}
-			vehicle = &res.Job.ID
+			vehicle = &id
 		}
 		out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateQueued,
 			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
@@ -179,4 +169,21 @@ func (s *Service) reclaimTx(ctx context.Context, tx bun.Tx, j db.Job, now time.T
 	}
 	return out, audit(ctx, tx, j.OrgID, nil, "reclaimer", "job.stuck", "job", j.ID.String(),
 		map[string]any{"attempt": j.Attempt})
+}
+
+// replaceVehicle cancels j's River job through River (its rescuer then finalises it as
+// cancelled instead of retrying it) and inserts a new one carrying j, returning its id; the
+// caller points j at it in the same transaction.
+func (s *Service) replaceVehicle(ctx context.Context, tx bun.Tx, j db.Job) (int64, error) {
+	if j.RiverJobID != nil {
+		if _, err := s.insert.JobCancelTx(ctx, tx.Tx, *j.RiverJobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+			return 0, fmt.Errorf("cancel old vehicle of job %s: %w", j.ID, err)
+		}
+	}
+	res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority}, &river.InsertOpts{
+		Queue: QueuePrompts, Priority: RiverPriority(j.Priority), MaxAttempts: vehicleMaxAttempts})
+	if err != nil {
+		return 0, fmt.Errorf("new vehicle for job %s: %w", j.ID, err)
+	}
+	return res.Job.ID, nil
 }

@@ -64,10 +64,8 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 	}
 	// The registry row, its history entry, the event and whatever the caller batched travel
 	// to the database together, after the one read (the registry lock) they depend on.
-	b := ch.batch
-	if b == nil {
-		b = db.NewBatch(tx)
-	}
+	w := writesTo(tx, ch.batch)
+	b := w.b
 	opStatus := ""
 	if job.OperationID != nil {
 		var was string
@@ -92,10 +90,8 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 	if err := publishJob(ctx, tx, b, job, opStatus); err != nil {
 		return db.Job{}, err
 	}
-	if ch.batch == nil {
-		if err := b.Exec(ctx, tx); err != nil {
-			return db.Job{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
-		}
+	if err := w.flush(ctx); err != nil {
+		return db.Job{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
 	}
 	return job, nil
 }
