@@ -238,7 +238,8 @@ func TestBrowserDashboardMemberRefused(t *testing.T) {
 	m := a.user(t, "acme", "mia", identity.RoleMember)
 	c := newChrome(t)
 	ctx := c.browser
-	dashChromeLogin(t, ctx, a.Base, m, "%2Fadmin%2Fdeferred-operations", "main h1")
+	// The login page has a main h1 too: wait for the error page's own way back.
+	dashChromeLogin(t, ctx, a.Base, m, "%2Fadmin%2Fdeferred-operations", `main a.btn-primary[href="/mission"]`)
 	title := chromeEval[string](t, ctx, `document.querySelector('main h1').textContent`)
 	if title != "Not allowed" {
 		t.Errorf("member sees %q, want the 403 page", title)
