@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/driver/pgdriver"
@@ -11,65 +13,241 @@ import (
 )
 
 // Batch collects write statements that need no answer and sends them to PostgreSQL in one
-// round trip. bun's pgdriver speaks the simple query protocol with arguments already inlined,
-// so several statements separated by semicolons travel as one message and run in order inside
-// the surrounding transaction; the first failing statement fails the whole batch (and the
-// transaction). A hot path that would otherwise wait for a dozen round trips waits for one.
+// round trip.
 //
-// Statements in a batch run only at Exec: a read made before Exec does not see them.
+// A batch of rows added with Insert only goes out as one statement with parameters (each row
+// an INSERT in a WITH clause), which the connection prepares once and afterwards only binds
+// and executes: PostgreSQL skips parsing, analysing and planning, which on the hot paths cost
+// more than the writes themselves. Inserts of new rows cannot see or disturb one another, so
+// running them as one statement changes nothing but the cost; foreign keys between them are
+// checked at the end of the statement, when every row is in.
+//
+// A batch holding any other statement (Add, AddSQL) goes out as text: bun's pgdriver speaks
+// the simple query protocol with arguments inlined, so the statements, separated by
+// semicolons, travel as one message and run in order inside the surrounding transaction.
+//
+// Either way the first failing statement fails the whole batch (and the transaction), and the
+// statements run only at Exec: a read made before Exec does not see them.
 type Batch struct {
-	gen schema.QueryGen
-	buf []byte
-	n   int
+	gen    schema.QueryGen
+	tables *schema.Tables
+	parts  []batchPart
 }
+
+// batchPart is one statement: text ready to send, or, for the kinds written with parameters,
+// text with ? placeholders and the values that fill them.
+type batchPart struct {
+	text  string
+	args  []any
+	kind  partKind
+	table string // of an update
+}
+
+type partKind int
+
+const (
+	partText partKind = iota
+	partInsert
+	partUpdate
+	partSetting
+)
 
 // NewBatch starts an empty batch formatted for idb's dialect.
 func NewBatch(idb bun.IDB) *Batch {
-	return &Batch{gen: idb.NewSelect().DB().QueryGen()}
+	return &Batch{gen: idb.NewSelect().DB().QueryGen(), tables: idb.Dialect().Tables()}
+}
+
+// Insert appends the INSERT of a bun model (a pointer to its struct), written the way bun
+// would write it. The model's values are read now.
+func (b *Batch) Insert(model any) error {
+	text, args, err := insertParams(b.tables, model)
+	if err != nil {
+		return err
+	}
+	b.parts = append(b.parts, batchPart{text: text, args: args, kind: partInsert})
+	return nil
+}
+
+// Update appends the UPDATE of every column of a bun model's row, picked by its primary key
+// (bun's Model(model).WherePK()). The model's values are read now. A batch sent as one
+// statement may update a table only once: two updates of one row in one statement would
+// not see each other.
+func (b *Batch) Update(model any) error {
+	text, args, err := updateParams(b.tables, model)
+	if err != nil {
+		return err
+	}
+	table := b.tables.Get(reflect.TypeOf(model).Elem()).Name
+	b.parts = append(b.parts, batchPart{text: text, args: args, kind: partUpdate, table: table})
+	return nil
+}
+
+// UpdateSQL appends an UPDATE of table written by hand, its ? placeholders filled by args as
+// parameters; like Update, it can travel in one statement with the batch's other writes.
+func (b *Batch) UpdateSQL(table, query string, args ...any) {
+	b.parts = append(b.parts, batchPart{text: query, args: args, kind: partUpdate, table: table})
+}
+
+// SetLocal appends a setting for the rest of the transaction (SET LOCAL name = value).
+func (b *Batch) SetLocal(name, value string) {
+	b.parts = append(b.parts, batchPart{text: "set_config(?, ?, true)", args: []any{name, value}, kind: partSetting})
 }
 
 // Add appends a built bun query (insert, update, delete).
 func (b *Batch) Add(q schema.QueryAppender) error {
-	start := len(b.buf)
-	if b.n > 0 {
-		b.buf = append(b.buf, ";\n"...)
-	}
-	out, err := q.AppendQuery(b.gen, b.buf)
+	out, err := q.AppendQuery(b.gen, nil)
 	if err != nil {
-		b.buf = b.buf[:start]
 		return fmt.Errorf("format batched statement: %w", err)
 	}
-	b.buf = out
-	b.n++
+	b.parts = append(b.parts, batchPart{text: string(out)})
 	return nil
 }
 
 // AddSQL appends a statement written by hand; args fill its ? placeholders.
 func (b *Batch) AddSQL(query string, args ...any) {
-	if b.n > 0 {
-		b.buf = append(b.buf, ";\n"...)
-	}
-	b.buf = b.gen.AppendQuery(b.buf, query, args...)
-	b.n++
+	b.parts = append(b.parts, batchPart{text: string(b.gen.AppendQuery(nil, query, args...))})
 }
 
 // Len is the number of statements waiting.
-func (b *Batch) Len() int { return b.n }
+func (b *Batch) Len() int { return len(b.parts) }
 
 // Exec sends every waiting statement in one round trip on idb and empties the batch.
 func (b *Batch) Exec(ctx context.Context, idb bun.IDB) error {
-	if b.n == 0 {
+	if len(b.parts) == 0 {
 		return nil
 	}
-	query := string(b.buf)
-	b.buf, b.n = b.buf[:0], 0
+	parts := b.parts
+	b.parts = nil
+	if exec := rawSQL(idb); exec != nil && combinable(parts) {
+		query, args := combined(parts, nil)
+		if _, err := exec.ExecContext(ctx, query, args...); err != nil {
+			return fmt.Errorf("run batched statements: %w", err)
+		}
+		return nil
+	}
+	var buf []byte
+	for i, p := range parts {
+		if i > 0 {
+			buf = append(buf, ";\n"...)
+		}
+		switch p.kind {
+		case partText:
+			buf = append(buf, p.text...)
+		case partSetting:
+			buf = b.gen.AppendQuery(append(buf, "SELECT "...), p.text, p.args...)
+		default:
+			buf = b.gen.AppendQuery(buf, p.text, p.args...)
+		}
+	}
 	// Without arguments bun passes the text through untouched, so a literal "?" inside a
 	// prompt's text is never read as a placeholder.
-	_, err := idb.ExecContext(ctx, query)
-	if err != nil {
+	if _, err := idb.ExecContext(ctx, string(buf)); err != nil {
 		return fmt.Errorf("run batched statements: %w", err)
 	}
 	return nil
+}
+
+// ScanWith runs query (a statement with ? placeholders that returns rows) with the batch's
+// writes in its WITH clause, as one statement the connection keeps prepared, scans the first
+// row into dest (a bun model) and empties the batch. It returns sql.ErrNoRows when query
+// returns no row; the writes have happened all the same, so the caller rolls back when that
+// matters. Writes in the WITH clause are not visible to query, but foreign keys from query's
+// rows to theirs hold: they are checked at the end of the statement. A batch that cannot go
+// as one statement runs first, then query.
+func (b *Batch) ScanWith(ctx context.Context, idb bun.IDB, dest any, query string, args ...any) error {
+	parts := b.parts
+	hasSetting := false
+	for _, p := range parts {
+		hasSetting = hasSetting || p.kind == partSetting
+	}
+	if len(parts) == 0 || hasSetting || !combinable(parts) || rawSQL(idb) == nil {
+		if err := b.Exec(ctx, idb); err != nil {
+			return err
+		}
+		return ScanOne(ctx, idb, dest, query, args...)
+	}
+	b.parts = nil
+	text, all := combined(parts, &batchPart{text: query, args: args})
+	rows, err := rawSQL(idb).QueryContext(ctx, text, all...)
+	if err != nil {
+		return err
+	}
+	return scanFirst(ctx, idb, rows, dest)
+}
+
+// combinable reports whether parts can run as one statement: all written with parameters,
+// and no table updated twice.
+func combinable(parts []batchPart) bool {
+	updated := map[string]bool{}
+	for _, p := range parts {
+		switch p.kind {
+		case partText:
+			return false
+		case partUpdate:
+			if updated[p.table] {
+				return false
+			}
+			updated[p.table] = true
+		}
+	}
+	return true
+}
+
+// combined writes parts as one statement: the writes in a WITH clause, the last of them (or,
+// when the batch holds settings, a SELECT of the settings) as the statement itself, with the
+// placeholders numbered $1, $2, ... throughout.
+func combined(parts []batchPart, main *batchPart) (string, []any) {
+	var writes, settings []batchPart
+	for _, p := range parts {
+		if p.kind == partSetting {
+			settings = append(settings, p)
+		} else {
+			writes = append(writes, p)
+		}
+	}
+	var q strings.Builder
+	var args []any
+	put := func(p batchPart) {
+		base := len(args)
+		for _, c := range []byte(p.text) {
+			if c == '?' {
+				args = append(args, p.args[len(args)-base])
+				fmt.Fprintf(&q, "$%d", len(args))
+				continue
+			}
+			q.WriteByte(c)
+		}
+	}
+	inWith := len(writes)
+	if len(settings) == 0 && main == nil {
+		inWith--
+	}
+	for i, p := range writes[:inWith] {
+		if i == 0 {
+			q.WriteString("WITH ")
+		} else {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "b%d AS (", i)
+		put(p)
+		q.WriteString(") ")
+	}
+	if main != nil {
+		put(*main)
+		return q.String(), args
+	}
+	if len(settings) == 0 {
+		put(writes[len(writes)-1])
+		return q.String(), args
+	}
+	q.WriteString("SELECT ")
+	for i, p := range settings {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		put(p)
+	}
+	return q.String(), args
 }
 
 // IsUniqueViolation reports whether err is PostgreSQL's unique_violation on constraint.

@@ -91,8 +91,8 @@ func tryOpen(ctx context.Context, cfg OpenConfig) (*bun.DB, error) {
 }
 
 func newBun(u URL, maxOpen int) *bun.DB {
-	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String()),
-		pgdriver.WithTimeout(5*time.Second), pgdriver.WithApplicationName("asterion")))
+	sqldb := sql.OpenDB(preparingConnector{pgdriver.NewConnector(pgdriver.WithDSN(u.String()),
+		pgdriver.WithTimeout(5*time.Second), pgdriver.WithApplicationName("asterion"))})
 	sqldb.SetMaxOpenConns(maxOpen)
 	sqldb.SetMaxIdleConns(maxOpen)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)

@@ -149,8 +149,10 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (Princip
 	if !strings.HasPrefix(secret, tokenPrefix) || len(secret) > 200 {
 		return Principal{}, ErrUnauthenticated
 	}
-	row := s.db.QueryRowContext(ctx, principalSelect+
-		`JOIN api_tokens t ON t.user_id = u.id WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.disabled_at IS NULL`,
+	// Every API request runs this: through database/sql with a parameter, the connection
+	// keeps it prepared (see db.Open), and PostgreSQL plans the join once.
+	row := s.db.DB.QueryRowContext(ctx, principalSelect+
+		`JOIN api_tokens t ON t.user_id = u.id WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL`,
 		HashSecret(secret))
 	p, err := scanPrincipal(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -196,9 +198,9 @@ func (s *Service) SessionPrincipal(ctx context.Context, cookie string) (Principa
 		return Principal{}, "", ErrUnauthenticated
 	}
 	var csrf string
-	row := s.db.QueryRowContext(ctx, `SELECT u.id, u.name, u.role, o.id, o.name, s.csrf_token
+	row := s.db.DB.QueryRowContext(ctx, `SELECT u.id, u.name, u.role, o.id, o.name, s.csrf_token
 		FROM sessions s JOIN users u ON u.id = s.user_id JOIN orgs o ON o.id = u.org_id
-		WHERE s.id_hash = ? AND s.expires_at > now() AND u.disabled_at IS NULL`, HashSecret(cookie))
+		WHERE s.id_hash = $1 AND s.expires_at > now() AND u.disabled_at IS NULL`, HashSecret(cookie))
 	var p Principal
 	var role string
 	err := row.Scan(&p.UserID, &p.UserName, &role, &p.OrgID, &p.OrgName, &csrf)

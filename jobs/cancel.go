@@ -56,13 +56,7 @@ func (s *Service) cancelTx(ctx context.Context, tx bun.Tx, job db.Job, errorKind
 		return db.Job{}, fmt.Errorf("cancel job %s: it is %s: %w", job.ID, job.State, ErrConflict)
 	}
 	out, err := s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateQueued, StateRunning}, to: StateCancelled,
-		set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-			q = q.Set("finished_at = now()")
-			if errorKind != "" {
-				q = q.Set("error_kind = ?", errorKind).Set("error_message = ?", "the operation expired before the work finished")
-			}
-			return q
-		}})
+		set: cancelledSet(errorKind)})
 	if errors.Is(err, errNoChange) {
 		return db.Job{}, fmt.Errorf("cancel job %s: %w", job.ID, ErrConflict)
 	}
@@ -76,4 +70,13 @@ func (s *Service) cancelTx(ctx context.Context, tx bun.Tx, job db.Job, errorKind
 	}
 	return out, audit(ctx, tx, job.OrgID, actor.UserID, actor.Name, "job.cancelled", "job", job.ID.String(),
 		map[string]any{"from": job.State, "error_kind": errorKind})
+}
+
+// cancelledSet is what a cancel writes besides the state: an expiry also names itself.
+func cancelledSet(errorKind string) []clause {
+	if errorKind == "" {
+		return []clause{is("finished_at = now()")}
+	}
+	return []clause{is("finished_at = now()"), is("error_kind = ?", errorKind),
+		is("error_message = ?", "the operation expired before the work finished")}
 }

@@ -304,12 +304,12 @@ func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, 
 	if err := w.add(ev); err != nil {
 		return err
 	}
-	entry, err := auditEntry(tx, op.OrgID, nil, "delivery", "delivery.accepted", "delivery", d.ID.String(),
+	entry, err := auditEntry(op.OrgID, nil, "delivery", "delivery.accepted", "delivery", d.ID.String(),
 		map[string]any{"operation_id": op.ID, "job_id": res.JobID})
 	if err != nil {
 		return err
 	}
-	if err := w.add(entry); err != nil {
+	if err := w.insert(entry); err != nil {
 		return err
 	}
 	return w.flush(ctx)

@@ -134,24 +134,23 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, riverJobID i
 // already allows for a crashed execution. Acceptance and every terminal state stay durable.
 func relaxedCommit(tx bun.IDB) *db.Batch {
 	b := db.NewBatch(tx)
-	b.AddSQL("SET LOCAL synchronous_commit = off")
+	b.SetLocal("synchronous_commit", "off")
 	return b
 }
 
 // claimChange is the queued → running change of a claim.
 func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 	return change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
-		set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-			return q.Set("worker_claim = ?", claim).Set("claimed_at = now()").Set("started_at = now()").
-				Set("running_heartbeat_at = now()").Set("finished_at = NULL").Where("river_job_id = ?", riverJobID)
-		}}
+		set: []clause{is("worker_claim = ?", claim), is("claimed_at = now()"), is("started_at = now()"),
+			is("running_heartbeat_at = now()"), is("finished_at = NULL")},
+		where: []clause{is("river_job_id = ?", riverJobID)}}
 }
 
 // heartbeat proves the execution is alive. It reports false when the job is no longer running
 // under claim (cancelled or reclaimed), so the caller can abandon the adapter call.
 func (s *Service) heartbeat(ctx context.Context, jobID uuid.UUID, claim string) (bool, error) {
-	res, err := s.db.NewUpdate().Model((*db.Job)(nil)).Set("running_heartbeat_at = now()").
-		Where("id = ? AND state = ? AND worker_claim = ?", jobID, StateRunning, claim).Exec(ctx)
+	res, err := s.db.DB.ExecContext(ctx, "UPDATE sa_job SET running_heartbeat_at = now() WHERE id = $1 AND state = $2 AND worker_claim = $3",
+		jobID, string(StateRunning), claim)
 	if err != nil {
 		return true, fmt.Errorf("heartbeat job %s: %w", jobID, err)
 	}
@@ -174,7 +173,7 @@ type outcome struct {
 // the design's run_claimed).
 func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string) outcome {
 	var prompt db.Entity
-	if err := s.db.NewSelect().Model(&prompt).Where("id = ?", job.PromptID).Scan(ctx); err != nil {
+	if err := db.ScanOne(ctx, s.db, &prompt, "SELECT * FROM sa_entity WHERE id = ?", job.PromptID); err != nil {
 		return outcome{err: fmt.Errorf("load prompt %s: %w", job.PromptID, err)}
 	}
 	var opts ExecutionOptions
@@ -246,45 +245,41 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		rid := responseID(job.PromptID, resp.RequestID)
 		refs, _ := json.Marshal([]map[string]string{{"provider": resp.Provider, "model": resp.Model, "request_id": resp.RequestID, "job_id": job.ID.String()}})
-		// The response rows go first (the job will reference the response) in one round trip;
-		// a second write of one provider answer fails on the response's primary key, and the
-		// whole transaction with it.
+		// The response rows travel in the same statement as the job's UPDATE (which references
+		// the response); a second write of one provider answer fails on the response's primary
+		// key, and the whole transaction with it.
 		rows := db.NewBatch(tx)
-		if err := rows.Add(tx.NewInsert().Model(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
+		if err := rows.Insert(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
 			ParentID: &prompt.ID, CausationID: &job.ID, SourceRefs: refs, TruthClass: "generated", StateClass: "settled",
-			OrgID: job.OrgID, CreatedBy: job.CreatedBy})); err != nil {
+			OrgID: job.OrgID, CreatedBy: job.CreatedBy}); err != nil {
 			return fmt.Errorf("insert response: %w", err)
 		}
-		if err := rows.Add(tx.NewInsert().Model(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID})); err != nil {
+		if err := rows.Insert(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}); err != nil {
 			return fmt.Errorf("insert edge: %w", err)
 		}
-		if err := rows.Add(tx.NewInsert().Model(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
+		if err := rows.Insert(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
 			Provider: resp.Provider, Model: resp.Model, RequestID: resp.RequestID, PromptTokens: resp.PromptTokens,
-			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()})); err != nil {
+			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}); err != nil {
 			return fmt.Errorf("insert ledger row: %w", err)
-		}
-		if err := rows.Exec(ctx, tx); err != nil {
-			if db.IsUniqueViolation(err, "sa_entity_pkey") {
-				return errDuplicateResponse
-			}
-			return fmt.Errorf("write response of job %s: %w", job.ID, err)
 		}
 		result, _ := json.Marshal(map[string]string{"prompt_id": job.PromptID.String(), "job_id": job.ID.String(), "response_id": rid.String()})
 		after := db.NewBatch(tx)
 		var err error
 		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateSucceeded, claim: claim, result: result,
-			batch: after, set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-				return q.Set("response_id = ?", rid).Set("finished_at = now()").Set("error_kind = NULL").Set("error_message = NULL")
-			}})
+			with: rows, batch: after, set: []clause{is("response_id = ?", rid), is("finished_at = now()"), is("error_kind = NULL"),
+				is("error_message = NULL")}})
+		if db.IsUniqueViolation(err, "sa_entity_pkey") {
+			return errDuplicateResponse
+		}
 		if err != nil {
 			return err
 		}
-		entry, err := auditEntry(tx, job.OrgID, nil, "worker:"+claim, "job.succeeded", "job", job.ID.String(),
+		entry, err := auditEntry(job.OrgID, nil, "worker:"+claim, "job.succeeded", "job", job.ID.String(),
 			map[string]any{"response_id": rid, "attempt": job.Attempt, "duration_ms": took.Milliseconds()})
 		if err != nil {
 			return err
 		}
-		if err := after.Add(entry); err != nil {
+		if err := after.Insert(entry); err != nil {
 			return err
 		}
 		return after.Exec(ctx, tx)
@@ -317,26 +312,22 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 		var err error
 		if decision.Retry {
 			final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateQueued, claim: claim,
-				set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-					return q.Set("attempt = attempt + 1").Set("error_kind = ?", kind).Set("error_message = ?", msg).
-						Set("worker_claim = NULL").Set("scheduled_at = now() + ?::interval", fmt.Sprintf("%d milliseconds", decision.Delay.Milliseconds()))
-				}})
+				set: []clause{is("attempt = attempt + 1"), is("error_kind = ?", kind), is("error_message = ?", msg),
+					is("worker_claim = NULL"), is("scheduled_at = now() + ?::interval", fmt.Sprintf("%d milliseconds", decision.Delay.Milliseconds()))}})
 			return err
 		}
 		after := db.NewBatch(tx)
 		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateFailed, claim: claim,
-			batch: after, set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-				return q.Set("error_kind = ?", kind).Set("error_message = ?", msg).Set("finished_at = now()")
-			}})
+			batch: after, set: []clause{is("error_kind = ?", kind), is("error_message = ?", msg), is("finished_at = now()")}})
 		if err != nil {
 			return err
 		}
-		entry, err := auditEntry(tx, job.OrgID, nil, "worker:"+claim, "job.failed", "job", job.ID.String(),
+		entry, err := auditEntry(job.OrgID, nil, "worker:"+claim, "job.failed", "job", job.ID.String(),
 			map[string]any{"error_kind": kind, "attempt": job.Attempt})
 		if err != nil {
 			return err
 		}
-		if err := after.Add(entry); err != nil {
+		if err := after.Insert(entry); err != nil {
 			return err
 		}
 		return after.Exec(ctx, tx)

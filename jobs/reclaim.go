@@ -139,15 +139,7 @@ func (s *Service) reclaimTx(ctx context.Context, tx bun.Tx, j db.Job, now time.T
 			vehicle = &id
 		}
 		out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateQueued,
-			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-				q = q.Set("attempt = attempt + 1").Set("error_kind = ?", KindWorkerCrash).
-					Set("error_message = ?", "heartbeat lost: the worker stopped answering").
-					Set("worker_claim = NULL").Set("scheduled_at = now()")
-				if vehicle != nil {
-					q = q.Set("river_job_id = ?", *vehicle)
-				}
-				return q
-			}})
+			set: requeueSet(vehicle)})
 		if err != nil {
 			return db.Job{}, err
 		}
@@ -155,10 +147,8 @@ func (s *Service) reclaimTx(ctx context.Context, tx bun.Tx, j db.Job, now time.T
 			map[string]any{"attempt": j.Attempt, "claim": deref(j.WorkerClaim)})
 	}
 	out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateFailed,
-		set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-			return q.Set("error_kind = ?", KindStuck).Set("error_message = ?", "no heartbeat and no attempts or time left").
-				Set("finished_at = now()")
-		}})
+		set: []clause{is("error_kind = ?", KindStuck), is("error_message = ?", "no heartbeat and no attempts or time left"),
+			is("finished_at = now()")}})
 	if err != nil {
 		return db.Job{}, err
 	}
@@ -186,4 +176,15 @@ func (s *Service) replaceVehicle(ctx context.Context, tx bun.Tx, j db.Job) (int6
 		return 0, fmt.Errorf("new vehicle for job %s: %w", j.ID, err)
 	}
 	return res.Job.ID, nil
+}
+
+// requeueSet is what a reclaim writes besides the state, with the new vehicle when there is one.
+func requeueSet(vehicle *int64) []clause {
+	set := []clause{is("attempt = attempt + 1"), is("error_kind = ?", KindWorkerCrash),
+		is("error_message = ?", "heartbeat lost: the worker stopped answering"), is("worker_claim = NULL"),
+		is("scheduled_at = now()")}
+	if vehicle != nil {
+		set = append(set, is("river_job_id = ?", *vehicle))
+	}
+	return set
 }

@@ -113,10 +113,10 @@ func recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Han
 		return db.Operation{}, err
 	}
 	w := writesTo(tx, b)
-	if err := w.add(tx.NewInsert().Model(&op)); err != nil {
+	if err := w.insert(&op); err != nil {
 		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
 	}
-	if err := w.add(tx.NewInsert().Model(&entry)); err != nil {
+	if err := w.insert(&entry); err != nil {
 		return db.Operation{}, fmt.Errorf("append history of operation %s: %w", op.ID, err)
 	}
 	if err := w.flush(ctx); err != nil {
@@ -125,16 +125,18 @@ func recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Han
 	return op, nil
 }
 
+// lockOperation locks a registry row and reads the transaction's clock and the org's webhook.
+const lockOperation = `SELECT operation.*, now() AS tx_now, true AS org_webhook_read,
+	(SELECT webhook_url FROM orgs WHERE orgs.id = operation.org_id) AS org_webhook_url
+	FROM sa_operation AS operation WHERE operation.id = ? FOR UPDATE OF operation`
+
 // updateOperation locks the registry row (reading the transaction's clock and the org's
 // webhook in the same round trip), applies change, and writes the row — with a history entry
 // when the status moved — through b, or at once when b is nil. It returns the row as it now
 // stands.
 func updateOperation(ctx context.Context, tx bun.IDB, b *db.Batch, id uuid.UUID, change func(op *db.Operation)) (db.Operation, error) {
 	var op db.Operation
-	if err := tx.NewSelect().Model(&op).ColumnExpr("operation.*").
-		ColumnExpr("now() AS tx_now, true AS org_webhook_read").
-		ColumnExpr("(SELECT webhook_url FROM orgs WHERE orgs.id = operation.org_id) AS org_webhook_url").
-		Where("operation.id = ?", id).For("UPDATE OF operation").Scan(ctx); err != nil {
+	if err := db.ScanOne(ctx, tx, &op, lockOperation, id); err != nil {
 		return op, fmt.Errorf("lock operation %s: %w", id, err)
 	}
 	before := op
@@ -153,11 +155,11 @@ func updateOperation(ctx context.Context, tx bun.IDB, b *db.Batch, id uuid.UUID,
 		entry = &e
 	}
 	w := writesTo(tx, b)
-	if err := w.add(tx.NewUpdate().Model(&op).WherePK()); err != nil {
+	if err := w.update(&op); err != nil {
 		return op, fmt.Errorf("update operation %s: %w", id, err)
 	}
 	if entry != nil {
-		if err := w.add(tx.NewInsert().Model(entry)); err != nil {
+		if err := w.insert(entry); err != nil {
 			return op, fmt.Errorf("append history of operation %s: %w", id, err)
 		}
 	}

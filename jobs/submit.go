@@ -165,7 +165,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: correlation,
 			ParentID: req.ParentID, CausationID: req.ParentID, TruthClass: "authored", StateClass: "open",
 			OrgID: req.Viewer.OrgID, CreatedBy: req.Viewer.UserID}
-		if err := b.Add(tx.NewInsert().Model(&prompt)); err != nil {
+		if err := b.Insert(&prompt); err != nil {
 			return fmt.Errorf("insert prompt: %w", err)
 		}
 		opts, _ := json.Marshal(req.Options)
@@ -178,7 +178,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 			return err
 		}
 		if req.IdempotencyKey != "" {
-			b.AddSQL("UPDATE sa_idempotency SET prompt_id = ?, job_id = ? WHERE user_id = ? AND key = ?",
+			b.UpdateSQL("sa_idempotency", "UPDATE sa_idempotency SET prompt_id = ?, job_id = ? WHERE user_id = ? AND key = ?",
 				promptID, job.ID, req.Viewer.UserID, req.IdempotencyKey)
 		}
 		if err := b.Exec(ctx, tx); err != nil {
@@ -307,7 +307,7 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJ
 	if _, err := recordAccepted(ctx, tx, w.b, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
 		return db.Job{}, deferred.Handle{}, err
 	}
-	if err := w.add(tx.NewInsert().Model(&job)); err != nil {
+	if err := w.insert(&job); err != nil {
 		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
 	}
 	if err := publishJob(ctx, tx, w.b, job, string(deferred.StatusPending)); err != nil {

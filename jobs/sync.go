@@ -56,10 +56,8 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 			return fmt.Errorf("insert job: %w", err)
 		}
 		job, err = s.apply(ctx, tx, change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
-			set: func(q *bun.UpdateQuery) *bun.UpdateQuery {
-				return q.Set("worker_claim = ?", claim).Set("claimed_at = now()").Set("started_at = now()").
-					Set("running_heartbeat_at = now()")
-			}})
+			set: []clause{is("worker_claim = ?", claim), is("claimed_at = now()"), is("started_at = now()"),
+				is("running_heartbeat_at = now()")}})
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,38 +26,80 @@ type change struct {
 	to    State
 	// claim, when set, also requires worker_claim = claim.
 	claim string
-	// set adds column assignments to the UPDATE.
-	set func(q *bun.UpdateQuery) *bun.UpdateQuery
+	// set adds column assignments to the UPDATE; where adds conditions.
+	set, where []clause
 	// result is stored on the operation when the job succeeds.
 	result json.RawMessage
+	// with, when set, holds writes of other rows that travel in the same statement as the
+	// job's UPDATE (rows the job will reference, such as its response); they are undone with
+	// the transaction when the change does not apply.
+	with *db.Batch
 	// batch, when set, takes the writes that follow the job's own UPDATE (registry row,
 	// history, event); the caller runs it. Without one, apply runs them before returning.
 	batch *db.Batch
 }
 
+// clause is one assignment or condition of a change, in bun's ? syntax with its arguments.
+type clause struct {
+	sql  string
+	args []any
+}
+
+// is builds a clause.
+func is(sql string, args ...any) clause { return clause{sql: sql, args: args} }
+
 // errNoChange means the row was not in an expected state (or not under the claim): the caller
 // decides whether that is a conflict or a result to drop.
 var errNoChange = errors.New("job not in an expected state")
+
+// statement writes ch as one UPDATE ... RETURNING with ? placeholders. Its text depends only
+// on the shape of the change, never on its values, so the connection keeps it prepared.
+func (ch change) statement() (string, []any) {
+	var q strings.Builder
+	args := []any{string(ch.to)}
+	q.WriteString("UPDATE sa_job SET state = ?")
+	for _, c := range ch.set {
+		q.WriteString(", ")
+		q.WriteString(c.sql)
+		args = append(args, c.args...)
+	}
+	q.WriteString(" WHERE id = ? AND state IN (")
+	args = append(args, ch.jobID)
+	for i, f := range ch.from {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("?")
+		args = append(args, string(f))
+	}
+	q.WriteString(")")
+	if ch.claim != "" {
+		q.WriteString(" AND worker_claim = ?")
+		args = append(args, ch.claim)
+	}
+	for _, c := range ch.where {
+		q.WriteString(" AND ")
+		q.WriteString(c.sql)
+		args = append(args, c.args...)
+	}
+	q.WriteString(" RETURNING *")
+	return q.String(), args
+}
 
 // apply performs ch in tx and returns the job as written.
 func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, error) {
 	if err := checkTransition(ch.to, ch.from...); err != nil {
 		return db.Job{}, err
 	}
-	froms := make([]string, len(ch.from))
-	for i, f := range ch.from {
-		froms[i] = string(f)
-	}
-	q := tx.NewUpdate().Model((*db.Job)(nil)).Set("state = ?", string(ch.to)).
-		Where("id = ?", ch.jobID).Where("state IN (?)", bun.In(froms))
-	if ch.claim != "" {
-		q = q.Where("worker_claim = ?", ch.claim)
-	}
-	if ch.set != nil {
-		q = ch.set(q)
-	}
+	query, args := ch.statement()
 	var job db.Job
-	if err := q.Returning("*").Scan(ctx, &job); err != nil {
+	var err error
+	if ch.with != nil {
+		err = ch.with.ScanWith(ctx, tx, &job, query, args...)
+	} else {
+		err = db.ScanOne(ctx, tx, &job, query, args...)
+	}
+	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return db.Job{}, errNoChange
 		}
@@ -119,7 +162,7 @@ func publishJob(ctx context.Context, tx bun.IDB, b *db.Batch, job db.Job, opStat
 		return err
 	}
 	w := writesTo(tx, b)
-	if err := w.add(feed.Insert(tx, feed.Event{Topic: feed.TopicJob, OrgID: job.OrgID, UserID: job.CreatedBy,
+	if err := w.insert(feed.Row(feed.Event{Topic: feed.TopicJob, OrgID: job.OrgID, UserID: job.CreatedBy,
 		PromptID: &job.PromptID, JobID: &job.ID, OperationID: job.OperationID, Payload: payload})); err != nil {
 		return fmt.Errorf("publish job event: %w", err)
 	}
@@ -128,23 +171,23 @@ func publishJob(ctx context.Context, tx bun.IDB, b *db.Batch, job db.Job, opStat
 
 // audit writes one structural audit row.
 func audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) error {
-	q, err := auditEntry(tx, orgID, actorID, actor, action, subjectType, subjectID, detail)
+	row, err := auditEntry(orgID, actorID, actor, action, subjectType, subjectID, detail)
 	if err != nil {
 		return err
 	}
-	if _, err := q.Exec(ctx); err != nil {
+	if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
 		return fmt.Errorf("audit %s on %s %s: %w", action, subjectType, subjectID, err)
 	}
 	return nil
 }
 
 // auditEntry is the statement audit runs, for a caller that batches it.
-func auditEntry(tx bun.IDB, orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*bun.InsertQuery, error) {
+func auditEntry(orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*db.AuditEntry, error) {
 	raw, err := json.Marshal(detail)
 	if err != nil {
 		return nil, fmt.Errorf("audit %s on %s %s: %w", action, subjectType, subjectID, err)
 	}
 	row := db.AuditEntry{OrgID: orgID, ActorID: actorID, Actor: actor, Action: action, SubjectType: subjectType,
 		SubjectID: subjectID, Detail: raw}
-	return tx.NewInsert().Model(&row), nil
+	return &row, nil
 }

@@ -26,6 +26,13 @@ func writesTo(idb bun.IDB, b *db.Batch) writes {
 	return writes{idb: idb, b: db.NewBatch(idb), own: true}
 }
 
+// insert appends the INSERT of a bun model; a batch of inserts only runs as one prepared
+// statement (see db.Batch).
+func (w writes) insert(model any) error { return w.b.Insert(model) }
+
+// update appends the UPDATE of a bun model's whole row by primary key.
+func (w writes) update(model any) error { return w.b.Update(model) }
+
 // add appends a built bun query.
 func (w writes) add(q schema.QueryAppender) error { return w.b.Add(q) }
 

@@ -63,9 +63,13 @@ func Publish(ctx context.Context, tx bun.IDB, e Event) error {
 // Insert is the statement Publish runs, for a caller that batches it with its other writes
 // (same transaction, same rules).
 func Insert(tx bun.IDB, e Event) *bun.InsertQuery {
-	row := db.Event{Topic: e.Topic, OrgID: e.OrgID, UserID: e.UserID, PromptID: e.PromptID, JobID: e.JobID,
+	return tx.NewInsert().Model(Row(e))
+}
+
+// Row is the unnumbered event row of e, for a caller that batches its insert.
+func Row(e Event) *db.Event {
+	return &db.Event{Topic: e.Topic, OrgID: e.OrgID, UserID: e.UserID, PromptID: e.PromptID, JobID: e.JobID,
 		OperationID: e.OperationID, Payload: e.Payload}
-	return tx.NewInsert().Model(&row)
 }
 
 // Pending reports whether committed events wait to be numbered (an index-only probe).

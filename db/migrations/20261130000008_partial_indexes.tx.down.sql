@@ -1,0 +1,10 @@
+ALTER TABLE sa_operation_count ADD COLUMN id BIGSERIAL PRIMARY KEY;
+ALTER TABLE sa_job_count ADD COLUMN id BIGSERIAL PRIMARY KEY;
+DROP INDEX idx_job_supersedes;
+CREATE INDEX idx_job_supersedes ON sa_job (supersedes);
+DROP INDEX idx_state_priority_created;
+CREATE INDEX idx_state_priority_created ON sa_job (state, priority, created_at);
+DROP INDEX idx_worker_claim;
+CREATE INDEX idx_worker_claim ON sa_job (worker_claim);
+DROP INDEX idx_heartbeat;
+CREATE INDEX idx_heartbeat ON sa_job (state, running_heartbeat_at);
