@@ -64,7 +64,8 @@ func (b *Batch) Insert(model any) error {
 	if err != nil {
 		return err
 	}
-	b.parts = append(b.parts, batchPart{text: text, args: args, kind: partInsert})
+	_, table, _ := modelTable(b.tables, model)
+	b.parts = append(b.parts, batchPart{text: text, args: args, kind: partInsert, table: table.Name})
 	return nil
 }
 
@@ -176,18 +177,24 @@ func (b *Batch) ScanWith(ctx context.Context, idb bun.IDB, dest any, query strin
 }
 
 // combinable reports whether parts can run as one statement: all written with parameters,
-// and no table updated twice.
+// and no table updated that another part also writes (in one statement an update would not
+// see a row inserted or updated beside it).
 func combinable(parts []batchPart) bool {
-	updated := map[string]bool{}
+	updated, written := map[string]bool{}, map[string]int{}
 	for _, p := range parts {
 		switch p.kind {
 		case partText:
 			return false
 		case partUpdate:
-			if updated[p.table] {
-				return false
-			}
 			updated[p.table] = true
+		}
+		if p.kind != partSetting {
+			written[p.table]++
+		}
+	}
+	for table := range updated {
+		if written[table] > 1 {
+			return false
 		}
 	}
 	return true

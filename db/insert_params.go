@@ -120,9 +120,9 @@ func paramOf(f *schema.Field, fv reflect.Value) (any, error) {
 }
 
 // updateParams renders the UPDATE bun's Model(model).WherePK() would write — every column
-// but the primary key set from the struct, the row picked by its primary key — with ?
-// placeholders, and returns the values in order. A nil pointer or a zero nullzero field is
-// written as NULL, as bun writes it.
+// but the primary key (and skipupdate ones) set from the struct, the row picked by its primary
+// key — with ? placeholders, and returns the values in order. A nil pointer or a zero nullzero
+// field is set to DEFAULT, as bun writes it for PostgreSQL.
 func updateParams(tables *schema.Tables, model any) (string, []any, error) {
 	strct, table, err := modelTable(tables, model)
 	if err != nil {
@@ -136,21 +136,30 @@ func updateParams(tables *schema.Tables, model any) (string, []any, error) {
 	q.WriteString(string(table.SQLName))
 	q.WriteString(" SET ")
 	args := make([]any, 0, len(table.Fields))
+	set := 0
 	for _, f := range table.DataFields {
-		arg, err := columnParam(f, strct)
+		if f.SkipUpdate() {
+			continue
+		}
+		if set > 0 {
+			q.WriteString(", ")
+		}
+		set++
+		q.WriteString(string(f.SQLName))
+		if (f.IsPtr && f.HasNilValue(strct)) || (f.NullZero && f.HasZeroValue(strct)) {
+			q.WriteString(" = DEFAULT")
+			continue
+		}
+		arg, err := paramOf(f, f.Value(strct))
 		if err != nil {
 			return "", nil, fmt.Errorf("update params of %s.%s: %w", table.Name, f.Name, err)
 		}
-		if len(args) > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(string(f.SQLName))
 		q.WriteString(" = ?")
 		args = append(args, arg)
 	}
 	q.WriteString(" WHERE ")
 	for i, f := range table.PKs {
-		arg, err := columnParam(f, strct)
+		arg, err := paramOf(f, f.Value(strct))
 		if err != nil {
 			return "", nil, fmt.Errorf("update params of %s.%s: %w", table.Name, f.Name, err)
 		}
@@ -162,12 +171,4 @@ func updateParams(tables *schema.Tables, model any) (string, []any, error) {
 		args = append(args, arg)
 	}
 	return q.String(), args, nil
-}
-
-// columnParam is a field's argument where bun would write its value or NULL.
-func columnParam(f *schema.Field, strct reflect.Value) (any, error) {
-	if (f.IsPtr && f.HasNilValue(strct)) || (f.NullZero && f.HasZeroValue(strct)) {
-		return nil, nil
-	}
-	return paramOf(f, f.Value(strct))
 }

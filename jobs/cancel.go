@@ -39,7 +39,7 @@ func lockVisible(ctx context.Context, tx bun.Tx, v Viewer, id uuid.UUID) (db.Job
 // ErrConflict.
 func (s *Service) Cancel(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (db.Job, error) {
 	var out db.Job
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		job, err := lockVisible(ctx, tx, v, id)
 		if err != nil {
 			return err

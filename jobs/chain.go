@@ -256,7 +256,7 @@ func (s *Service) SubmitChain(ctx context.Context, req ChainRequest) (ChainAccep
 		return ChainAccepted{}, err
 	}
 	var out ChainAccepted
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		hash := req.requestHash()
 		key := ""
 		if req.IdempotencyKey != "" {

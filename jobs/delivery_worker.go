@@ -95,7 +95,7 @@ func (s *Service) runDelivery(ctx context.Context, id uuid.UUID, riverJobID int6
 func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID int64) (deliveryStart, error) {
 	cfg := s.deliveryCfg()
 	var out deliveryStart
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var opID uuid.UUID
 		err := tx.NewSelect().Model((*Delivery)(nil)).Column("operation_id").Where("id = ?", id).Scan(ctx, &opID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -239,7 +239,7 @@ type deliveryEnd struct {
 func (s *Service) finishDelivery(ctx context.Context, b deliveryStart, code int, sendErr error, interrupted bool) (deliveryEnd, error) {
 	cfg := s.deliveryCfg()
 	var out deliveryEnd
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var op db.Operation
 		if err := tx.NewSelect().Model(&op).Where("id = ?", b.d.OperationID).Scan(ctx); err != nil {
 			return fmt.Errorf("read delivery operation: %w", err)
@@ -406,7 +406,7 @@ func (s *Service) RecoverDeliveries(ctx context.Context) (int, error) {
 	cfg := s.deliveryCfg()
 	lease := fmt.Sprintf("%d milliseconds", cfg.Lease.Milliseconds())
 	n := 0
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var lost []Delivery
 		if err := tx.NewSelect().Model(&lost).
 			Where("delivery.state IN (?)", bun.In([]string{DeliveryAccepted, DeliveryRetryable, DeliveryInFlight})).

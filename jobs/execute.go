@@ -57,7 +57,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, 
 		return claimResult{}, err
 	}
 	var res claimResult
-	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var job db.Job
 		if err := tx.NewSelect().Model(&job).Where("id = ?", jobID).For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock job %s: %w", jobID, err)
@@ -114,7 +114,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, 
 // transaction; errNoChange means the job is in any other situation.
 func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, riverJobID int64, claim string) (db.Job, error) {
 	var job db.Job
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		b := relaxedCommit(tx)
 		ch := claimChange(jobID, riverJobID, claim)
 		ch.batch = b
@@ -242,7 +242,7 @@ func responseID(promptID uuid.UUID, requestID string) uuid.UUID {
 // the succeeded job in one transaction, only while the job is still running under claim.
 func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, prompt db.Entity, resp provider.Response, took time.Duration) outcome {
 	var final db.Job
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		rid := responseID(job.PromptID, resp.RequestID)
 		refs, _ := json.Marshal([]map[string]string{{"provider": resp.Provider, "model": resp.Model, "request_id": resp.RequestID, "job_id": job.ID.String()}})
 		// The response rows travel in the same statement as the job's UPDATE (which references
@@ -308,7 +308,7 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 		decision = Decision{Retry: job.Attempt < job.MaxAttempts}
 	}
 	var final db.Job
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var err error
 		if decision.Retry {
 			final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateQueued, claim: claim,

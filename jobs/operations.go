@@ -392,7 +392,7 @@ func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep
 // PollOperation polls the owning runtime now and returns the resulting status document.
 func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		op, err := s.getVisibleOperation(ctx, tx, v, id)
 		if err != nil {
 			return err
@@ -434,7 +434,7 @@ func (s *Service) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, a
 // cancelOperationOnce is one cancel attempt in one transaction.
 func (s *Service) cancelOperationOnce(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		op, err := s.getVisibleOperation(ctx, tx, v, id)
 		if err != nil {
 			return err
@@ -485,7 +485,7 @@ func (s *Service) PollDue(ctx context.Context) (int, error) {
 	}
 	polled := 0
 	for _, id := range due {
-		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 			var op db.Operation
 			if err := tx.NewSelect().Model(&op).Where("id = ?", id).Scan(ctx); err != nil {
 				return err

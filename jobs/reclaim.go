@@ -35,7 +35,7 @@ func (s *Service) ReclaimStuck(ctx context.Context) (ReclaimReport, error) {
 	var rep ReclaimReport
 	for {
 		var batch ReclaimReport
-		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 			now, err := txNow(ctx, tx)
 			if err != nil {
 				return err
@@ -83,7 +83,7 @@ func (s *Service) revehicleOrphans(ctx context.Context) (int, error) {
 	moved := 0
 	for {
 		n := 0
-		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 			var orphans []db.Job
 			if err := tx.NewSelect().Model(&orphans).
 				Join("JOIN river_job AS r ON r.id = job.river_job_id").

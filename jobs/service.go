@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -70,6 +71,10 @@ type Service struct {
 	db     *bun.DB
 	log    *slog.Logger
 	insert *river.Client[*sql.Tx]
+
+	// committed, when set, runs after every transaction of the service commits (see
+	// NotifyCommits).
+	committed func()
 
 	ownersMu sync.RWMutex
 	owners   map[string]Owner
@@ -169,4 +174,20 @@ func (v Viewer) sees(orgID, createdBy int64) bool {
 		return false
 	}
 	return v.OrgWide || createdBy == v.UserID
+}
+
+// NotifyCommits makes f run after every transaction of the service commits. Those are the
+// transactions that write change-feed events; the server points f at its hub, which numbers
+// and delivers them at once instead of at its next probe. Set it before the service is used.
+func (s *Service) NotifyCommits(f func()) { s.committed = f }
+
+// inTx runs fn in a transaction and, once it has committed, runs the commit hook.
+func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	if err := s.db.RunInTx(ctx, nil, fn); err != nil {
+		return err
+	}
+	if s.committed != nil {
+		s.committed()
+	}
+	return nil
 }

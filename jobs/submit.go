@@ -137,7 +137,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 		return Submitted{}, err
 	}
 	var out Submitted
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if req.IdempotencyKey != "" {
 			prior, found, err := s.claimIdempotencyKey(ctx, tx, req)
 			if err != nil || found {

@@ -205,3 +205,29 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 		t.Errorf("a member continued another member's prompt")
 	}
 }
+
+// TestCommitHookRunsAfterCommitsOnly: the hook the server points at its change-feed hub runs
+// once a submit has committed, and not for a submit that wrote nothing (a client mistake) or
+// whose transaction rolled back (an idempotency conflict).
+func TestCommitHookRunsAfterCommitsOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	var n int
+	var mu sync.Mutex
+	e.s.NotifyCommits(func() { mu.Lock(); n++; mu.Unlock() })
+	count := func() int { mu.Lock(); defer mu.Unlock(); return n }
+	e.submit("first", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k1" })
+	if got := count(); got != 1 {
+		t.Fatalf("hook ran %d times after one committed submit, want 1", got)
+	}
+	if _, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "  "}); err == nil {
+		t.Fatal("a blank prompt was accepted")
+	}
+	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "other text", IdempotencyKey: "k1"})
+	if !errors.Is(err, jobs.ErrIdempotencyConflict) {
+		t.Fatalf("reused key with another body: %v, want ErrIdempotencyConflict", err)
+	}
+	if got := count(); got != 1 {
+		t.Fatalf("hook ran %d times, want still 1 after a refused and a rolled-back submit", got)
+	}
+}

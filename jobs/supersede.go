@@ -22,7 +22,7 @@ type Retried struct {
 // A queued, running or already superseded job gives ErrConflict.
 func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (Retried, error) {
 	var out Retried
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		old, err := lockVisible(ctx, tx, v, id)
 		if err != nil {
 			return err

@@ -29,7 +29,7 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 	}
 	var job db.Job
 	claim := newClaim("sync")
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		promptID, jobID := uuid.New(), uuid.New()
 		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: promptID, TruthClass: "authored",
 			StateClass: "open", OrgID: v.OrgID, CreatedBy: v.UserID}

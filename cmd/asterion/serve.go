@@ -83,6 +83,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	hub := feed.NewHub(cn.pool, cn.bun, log)
+	svc.NotifyCommits(hub.Poke)
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
 	defer func() { stopHub(); <-hubDone }()

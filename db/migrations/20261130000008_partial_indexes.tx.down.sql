@@ -1,5 +1,8 @@
 ALTER TABLE sa_operation_count ADD COLUMN id BIGSERIAL PRIMARY KEY;
 ALTER TABLE sa_job_count ADD COLUMN id BIGSERIAL PRIMARY KEY;
+DROP INDEX idx_entity_parent;
+CREATE INDEX idx_entity_parent ON sa_entity (parent_id);
+CREATE INDEX idx_entity_org_updated ON sa_entity (org_id, updated_at);
 DROP INDEX idx_job_supersedes;
 CREATE INDEX idx_job_supersedes ON sa_job (supersedes);
 DROP INDEX idx_state_priority_created;

@@ -14,6 +14,12 @@ CREATE INDEX idx_state_priority_created ON sa_job (state, priority, created_at) 
 DROP INDEX idx_job_supersedes;
 CREATE INDEX idx_job_supersedes ON sa_job (supersedes) WHERE supersedes IS NOT NULL;
 
+-- Entities are written once and never updated: nothing reads them by updated_at. Most prompts
+-- start a thread and have no parent.
+DROP INDEX idx_entity_org_updated;
+DROP INDEX idx_entity_parent;
+CREATE INDEX idx_entity_parent ON sa_entity (parent_id) WHERE parent_id IS NOT NULL;
+
 -- The counter tables are append-only delta logs that readers sum and compaction folds; no row is
 -- ever looked up alone, so the serial key only cost a sequence call and an index entry per delta.
 ALTER TABLE sa_job_count DROP COLUMN id;

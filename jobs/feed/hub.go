@@ -50,10 +50,13 @@ type Hub struct {
 	cursor int64
 
 	kick chan struct{}
-	// sequence asks the loop to run the sequencer.
+	// sequence asks the loop to run the sequencer; poke asks it to, paced by pokeGap.
 	sequence chan struct{}
+	poke     chan struct{}
 	ready    chan struct{}
 	readyOne sync.Once
+	// probeEvery and tickEvery are the probe and catch-up intervals (tests stretch them).
+	probeEvery, tickEvery time.Duration
 }
 
 // NewHub returns a hub; Run must be running for subscribers to receive anything.
@@ -62,7 +65,8 @@ func NewHub(pool *pgxpool.Pool, bunDB *bun.DB, log *slog.Logger) *Hub {
 		log = slog.Default()
 	}
 	return &Hub{pool: pool, db: bunDB, log: log, subs: map[*Subscription]struct{}{},
-		kick: make(chan struct{}, 1), sequence: make(chan struct{}, 1), ready: make(chan struct{})}
+		kick: make(chan struct{}, 1), sequence: make(chan struct{}, 1), poke: make(chan struct{}, 1), ready: make(chan struct{}),
+		probeEvery: probeEvery, tickEvery: time.Second}
 }
 
 // Ready is closed once the hub listens and knows its starting point.
@@ -153,6 +157,15 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 	}
 }
 
+// Poke tells the hub that this process has just committed events: it numbers and delivers
+// them now rather than at its next probe. Pokes closer together than pokeGap are served by one
+// run of the sequencer, so a busy process does not turn every commit into a sequencer
+// transaction of its own.
+func (h *Hub) Poke() { signal(h.poke) }
+
+// pokeGap is the least time between two runs of the sequencer that pokes ask for.
+const pokeGap = 4 * time.Millisecond
+
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -165,10 +178,22 @@ func signal(c chan struct{}) {
 const probeEvery = 10 * time.Millisecond
 
 func (h *Hub) workLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(h.tickEvery)
 	defer tick.Stop()
-	probe := time.NewTicker(probeEvery)
+	probe := time.NewTicker(h.probeEvery)
 	defer probe.Stop()
+	var last time.Time         // when the sequencer last ran
+	var paced <-chan time.Time // a poke waiting for pokeGap to pass
+	sequence := func() {
+		last = time.Now()
+		if _, n, err := Sequence(ctx, h.db); err != nil {
+			if ctx.Err() == nil {
+				h.log.Warn("sequence events", "err", err)
+			}
+		} else if n > 0 {
+			h.deliver(ctx)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -177,14 +202,19 @@ func (h *Hub) workLoop(ctx context.Context) {
 			if ok, err := Pending(ctx, h.db); err == nil && ok {
 				signal(h.sequence)
 			}
-		case <-h.sequence:
-			if _, n, err := Sequence(ctx, h.db); err != nil {
-				if ctx.Err() == nil {
-					h.log.Warn("sequence events", "err", err)
+		case <-h.poke:
+			if wait := pokeGap - time.Since(last); wait > 0 {
+				if paced == nil {
+					paced = time.After(wait)
 				}
-			} else if n > 0 {
-				h.deliver(ctx)
+				continue
 			}
+			sequence()
+		case <-paced:
+			paced = nil
+			sequence()
+		case <-h.sequence:
+			sequence()
 		case <-h.kick:
 			h.deliver(ctx)
 		case <-tick.C:

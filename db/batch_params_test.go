@@ -1,0 +1,625 @@
+package db_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/db/dbtest"
+)
+
+// upProbeDDL is ip_probe with its nullzero columns nullable, so that what an UPDATE writes
+// for a zero nullzero field (NULL or the column's DEFAULT) shows column by column rather
+// than as a not-null violation.
+const upProbeDDL = ipProbeDDL + `;
+ALTER TABLE ip_probe ALTER COLUMN doc DROP NOT NULL, ALTER COLUMN created_at DROP NOT NULL`
+
+// seedProbe is the row before the update: its body differs from every row of ipCases, so an
+// update that does not happen shows.
+func seedProbe(id uuid.UUID) *ipProbe {
+	other := uuid.MustParse("6a1c3e7e-0000-4000-8000-000000000001")
+	return &ipProbe{ID: id, Ref: &other, Body: "seed", Doc: json.RawMessage(`{"seed": 1}`), Extra: json.RawMessage(`"seed"`),
+		Tags: map[string]any{"seed": true}, Big: 1, Small: 1, Level: 1, Flag: true, CreatedAt: explicit.Add(-48 * time.Hour),
+		At: explicit.Add(-24 * time.Hour), SeenAt: ptr(explicit.Add(-time.Hour)), Note: ptr("seed")}
+}
+
+// TestBatchUpdateWritesWhatBunWrites updates, case by case, one of two equal rows with bun's
+// Model(m).WherePK() update and the other with Batch.Update of the same values, in the same
+// transaction (so now() agrees), and compares the rows column by column: with parameters
+// (the batch alone) and inlined (the batch holding a text statement too).
+func TestBatchUpdateWritesWhatBunWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDBWith(ctx, t, upProbeDDL)
+	forms := []struct {
+		name  string
+		extra func(b *db.Batch)
+	}{
+		{"with parameters", func(*db.Batch) {}},
+		{"inlined among text statements", func(b *db.Batch) { b.AddSQL("SELECT 1") }},
+	}
+	for _, form := range forms {
+		for _, c := range ipCases() {
+			t.Run(form.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				bunID, batchID := uuid.New(), uuid.New()
+				err := d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+					for _, id := range []uuid.UUID{bunID, batchID} {
+						if _, err := tx.NewInsert().Model(seedProbe(id)).Exec(ctx); err != nil {
+							return fmt.Errorf("seed: %w", err)
+						}
+					}
+					if _, err := tx.NewUpdate().Model(c.make(bunID)).WherePK().Exec(ctx); err != nil {
+						return fmt.Errorf("bun update: %w", err)
+					}
+					b := db.NewBatch(tx)
+					if err := b.Update(c.make(batchID)); err != nil {
+						return fmt.Errorf("batch update: %w", err)
+					}
+					form.extra(b)
+					if err := b.Exec(ctx, tx); err != nil {
+						return fmt.Errorf("batch exec: %w", err)
+					}
+					compareProbes(ctx, t, tx, bunID, batchID, nil)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+const upColsDDL = `CREATE TABLE up_cols (id bigint PRIMARY KEY, body text NOT NULL,
+	x text NOT NULL DEFAULT 'kept', y text NOT NULL DEFAULT 'kept');
+INSERT INTO up_cols (id, body) VALUES (1, 'seed'), (2, 'seed')`
+
+// upCols has the two kinds of field bun's UPDATE leaves out: read only (scanonly) and not
+// updated (skipupdate).
+type upCols struct {
+	bun.BaseModel `bun:"table:up_cols"`
+	ID            int64  `bun:"id,pk"`
+	Body          string `bun:"body"`
+	X             string `bun:"x,scanonly"`
+	Y             string `bun:"y,skipupdate"`
+}
+
+func TestBatchUpdateLeavesColumnsBunDoesNotWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDBWith(ctx, t, upColsDDL)
+	if _, err := d.Bun.NewUpdate().Model(&upCols{ID: 1, Body: "new", X: "written", Y: "written"}).WherePK().Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch(d.Bun)
+	if err := b.Update(&upCols{ID: 2, Body: "new", X: "written", Y: "written"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Exec(ctx, d.Bun); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int64][3]string{}
+	for _, id := range []int64{1, 2} {
+		var r [3]string
+		if err := d.Bun.QueryRowContext(ctx, "SELECT body, x, y FROM up_cols WHERE id = ?", id).Scan(&r[0], &r[1], &r[2]); err != nil {
+			t.Fatal(err)
+		}
+		rows[id] = r
+	}
+	for i, col := range []string{"body", "x (scanonly)", "y (skipupdate)"} {
+		if got, want := rows[2][i], rows[1][i]; got != want {
+			t.Errorf("column %s: batch wrote %q, bun wrote %q", col, got, want)
+		}
+	}
+	if rows[2][0] != "new" || rows[2][1] != "kept" {
+		t.Errorf("batch row %q, want body new and x kept", rows[2])
+	}
+}
+
+func TestBatchUpdateRejectsModelsItCannotWrite(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	type noPK struct {
+		bun.BaseModel `bun:"table:ip_parent"`
+		Name          string `bun:"name"`
+	}
+	b := db.NewBatch(d.Bun)
+	for _, m := range []any{ipParent{}, (*ipParent)(nil), &noPK{Name: "x"}} {
+		if err := b.Update(m); err == nil {
+			t.Errorf("Update accepted %T", m)
+		}
+	}
+	if b.Len() != 0 {
+		t.Errorf("Len %d after rejected updates, want 0", b.Len())
+	}
+}
+
+// fkFixture is a database with ip_parent and ip_child, two committed parents and a child of
+// the first, and a pinned connection, whose session state (prepared statements, settings)
+// the tests read back.
+type fkFixture struct {
+	d       *dbtest.DB
+	conn    bun.Conn
+	parents [2]uuid.UUID // named "p0" and "p1"
+	child   uuid.UUID    // of parents[0], body "c0"
+}
+
+func newFKFixture(ctx context.Context, t *testing.T) fkFixture {
+	t.Helper()
+	f := fkFixture{d: newDBWith(ctx, t, fkDDL), parents: [2]uuid.UUID{uuid.New(), uuid.New()}, child: uuid.New()}
+	for i, p := range f.parents {
+		if _, err := f.d.Bun.NewInsert().Model(&ipParent{ID: p, Name: fmt.Sprintf("p%d", i)}).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.d.Bun.NewInsert().Model(&ipChild{ID: f.child, ParentID: f.parents[0], Body: "c0"}).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := f.d.Bun.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	f.conn = conn
+	return f
+}
+
+var errRollback = errors.New("roll back")
+
+// rolledBack runs fn in a transaction on conn and rolls it back, so every case of a table
+// starts from the same committed rows.
+func rolledBack(ctx context.Context, t *testing.T, conn bun.Conn, fn func(ctx context.Context, tx bun.Tx) error) {
+	t.Helper()
+	err := conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+}
+
+// preparedStatements lists the statements prepared in idb's session that start with prefix
+// (all when empty), oldest first. The question travels without arguments, so it is not itself
+// prepared.
+func preparedStatements(ctx context.Context, t *testing.T, idb bun.IDB, prefix string) []string {
+	t.Helper()
+	rows, err := idb.QueryContext(ctx, "SELECT statement FROM pg_prepared_statements WHERE starts_with(statement, "+
+		sqlLiteral(prefix)+") ORDER BY prepare_time")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func parentName(ctx context.Context, t *testing.T, idb bun.IDB, id uuid.UUID) string {
+	t.Helper()
+	var name string
+	if err := idb.QueryRowContext(ctx, "SELECT name FROM ip_parent WHERE id = ?", id).Scan(&name); err != nil {
+		t.Fatalf("read parent %s: %v", id, err)
+	}
+	return name
+}
+
+func readChild(ctx context.Context, t *testing.T, idb bun.IDB, id uuid.UUID) ipChild {
+	t.Helper()
+	var c ipChild
+	if err := idb.NewSelect().Model(&c).Where("id = ?", id).Scan(ctx); err != nil {
+		t.Fatalf("read child %s: %v", id, err)
+	}
+	return c
+}
+
+func insertAll(b *db.Batch, models ...any) error {
+	for _, m := range models {
+		if err := b.Insert(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestBatchInsertAndUpdatesGoAsOneStatement: inserts and a model update, of distinct tables,
+// travel as one prepared WITH statement whose writes all take effect, including a foreign key
+// to a row inserted in the same statement.
+func TestBatchInsertAndUpdatesGoAsOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	p2 := uuid.New()
+	moved := "moved ? $1 it's \\"
+	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		before := len(preparedStatements(ctx, t, tx, ""))
+		b := db.NewBatch(tx)
+		if err := b.Insert(&ipParent{ID: p2, Name: "inserted"}); err != nil {
+			return err
+		}
+		if err := b.Update(&ipChild{ID: f.child, ParentID: p2, Body: moved}); err != nil {
+			return err
+		}
+		if err := b.Exec(ctx, tx); err != nil {
+			return err
+		}
+		if n := len(preparedStatements(ctx, t, tx, "")); n != before+1 {
+			t.Errorf("%d statements prepared by the batch, want 1", n-before)
+		}
+		stmts := preparedStatements(ctx, t, tx, "WITH b0 AS (")
+		if len(stmts) != 1 {
+			t.Fatalf("prepared WITH statements %q, want one", stmts)
+		}
+		for _, part := range []string{`INSERT INTO "ip_parent"`, `UPDATE "ip_child" SET "parent_id" = $`} {
+			if !strings.Contains(stmts[0], part) {
+				t.Errorf("statement %q lacks %q", stmts[0], part)
+			}
+		}
+		if strings.Contains(stmts[0], "moved") {
+			t.Errorf("statement %q has values inlined", stmts[0])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parentName(ctx, t, f.d.Bun, p2); got != "inserted" {
+		t.Errorf("inserted parent %q", got)
+	}
+	if c := readChild(ctx, t, f.d.Bun, f.child); c.ParentID != p2 || c.Body != moved {
+		t.Errorf("child %+v, want moved to %s with body %q", c, p2, moved)
+	}
+}
+
+// TestBatchUpdatesOfOneTableRunInOrder: a batch updating a table twice is not combined (two
+// updates of one row in one statement would not see each other); it runs statement by
+// statement, so each update sees the one before it.
+func TestBatchUpdatesOfOneTableRunInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	p0, p1 := f.parents[0], f.parents[1]
+	appendName := func(b *db.Batch, id uuid.UUID, s string) {
+		b.UpdateSQL("ip_parent", "UPDATE ip_parent SET name = name || ? WHERE id = ?", s, id)
+	}
+	cases := []struct {
+		name string
+		fill func(b *db.Batch) error
+		want [2]string // names of p0 and p1 after
+	}{
+		{"two rows", func(b *db.Batch) error {
+			return errors.Join(b.Update(&ipParent{ID: p0, Name: "first"}), b.Update(&ipParent{ID: p1, Name: "second"}))
+		}, [2]string{"first", "second"}},
+		{"one row twice", func(b *db.Batch) error {
+			return errors.Join(b.Update(&ipParent{ID: p0, Name: "first"}), b.Update(&ipParent{ID: p0, Name: "second"}))
+		}, [2]string{"second", "p1"}},
+		{"model update then written update", func(b *db.Batch) error {
+			err := b.Update(&ipParent{ID: p0, Name: "first"})
+			appendName(b, p0, " then ?")
+			return err
+		}, [2]string{"first then ?", "p1"}},
+		{"two written updates", func(b *db.Batch) error {
+			appendName(b, p0, "+a")
+			appendName(b, p0, "+b")
+			return nil
+		}, [2]string{"p0+a+b", "p1"}},
+		{"insert then an update of the inserted row", func(b *db.Batch) error {
+			// The update names p1 only after the insert: in one statement it would miss it.
+			err := b.Insert(&ipParent{ID: uuid.New(), Name: "new"})
+			b.UpdateSQL("ip_parent", "UPDATE ip_parent SET name = 'saw ' || (SELECT string_agg(name, ',' ORDER BY name) FROM ip_parent WHERE name = 'new') WHERE id = ?", p1)
+			return err
+		}, [2]string{"p0", "saw new"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rolledBack(ctx, t, f.conn, func(ctx context.Context, tx bun.Tx) error {
+				before := len(preparedStatements(ctx, t, tx, ""))
+				b := db.NewBatch(tx)
+				if err := c.fill(b); err != nil {
+					return err
+				}
+				if err := b.Exec(ctx, tx); err != nil {
+					return err
+				}
+				if n := len(preparedStatements(ctx, t, tx, "")); n != before {
+					t.Errorf("the batch prepared %d statements, want none (statement by statement, as text)", n-before)
+				}
+				for i, id := range f.parents {
+					if got := parentName(ctx, t, tx, id); got != c.want[i] {
+						t.Errorf("p%d named %q, want %q", i, got, c.want[i])
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func readSettings(ctx context.Context, t *testing.T, idb bun.IDB) [2]string {
+	t.Helper()
+	var s [2]string
+	if err := idb.QueryRowContext(ctx, "SELECT current_setting('synchronous_commit'), current_setting('application_name')").
+		Scan(&s[0], &s[1]); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestBatchSetLocalLastsForTheTransaction: the settings of a batch hold for the rest of the
+// transaction and end with it, whether the batch holds only settings, inserts too (one WITH
+// statement) or a text statement (statement by statement).
+func TestBatchSetLocalLastsForTheTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	session := readSettings(ctx, t, f.conn)
+	if session[0] != "on" {
+		t.Fatalf("synchronous_commit is %q before the test, want on", session[0])
+	}
+	cases := []struct {
+		name string
+		// add appends, between the two settings, the statements that insert a parent named p.
+		add func(b *db.Batch, p *ipParent) error
+		// form is how the batch is prepared: a prefix of the statement, or "" for text.
+		form string
+	}{
+		{"only settings", nil, "SELECT set_config($1, $2, true), set_config($3, $4, true)"},
+		{"with inserts", func(b *db.Batch, p *ipParent) error { return b.Insert(p) },
+			`WITH b0 AS (INSERT INTO "ip_parent" ("id", "name") VALUES ($1, $2)) SELECT set_config($3, $4, true), set_config($5, $6, true)`},
+		{"with a text statement", func(b *db.Batch, p *ipParent) error {
+			b.AddSQL("INSERT INTO ip_parent (id, name) VALUES (?, ?)", p.ID, p.Name)
+			return nil
+		}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := [2]string{"off", "batch ? $1 it's \\ " + c.name}
+			p := &ipParent{ID: uuid.New(), Name: c.name}
+			err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+				before := len(preparedStatements(ctx, t, tx, ""))
+				b := db.NewBatch(tx)
+				b.SetLocal("synchronous_commit", want[0])
+				if c.add != nil {
+					if err := c.add(b, p); err != nil {
+						return err
+					}
+				}
+				b.SetLocal("application_name", want[1])
+				if err := b.Exec(ctx, tx); err != nil {
+					return err
+				}
+				if got := readSettings(ctx, t, tx); got != want {
+					t.Errorf("settings in the transaction %q, want %q", got, want)
+				}
+				if c.form == "" {
+					if n := len(preparedStatements(ctx, t, tx, "")); n != before {
+						t.Errorf("the batch prepared %d statements, want none", n-before)
+					}
+				} else if n := len(preparedStatements(ctx, t, tx, c.form)); n != 1 {
+					t.Errorf("%d prepared statements start with %q, want 1", n, c.form)
+				}
+				if c.add != nil && parentName(ctx, t, tx, p.ID) != p.Name {
+					t.Error("the batch's insert did not happen")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readSettings(ctx, t, f.conn); got != session {
+				t.Errorf("settings after the transaction %q, want %q back", got, session)
+			}
+		})
+	}
+}
+
+// TestBatchScanWithRunsTheWritesInTheStatement: the batch's inserts travel in the WITH clause
+// of the returning statement, one prepared statement; the returned row is scanned, and its
+// foreign key to a parent inserted in the same statement holds.
+func TestBatchScanWithRunsTheWritesInTheStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	p2, c2 := uuid.New(), uuid.New()
+	var moved ipChild
+	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		b := db.NewBatch(tx)
+		if err := insertAll(b, &ipParent{ID: p2, Name: "new ? $1"}, &ipChild{ID: c2, ParentID: p2, Body: "new child"}); err != nil {
+			return err
+		}
+		err := b.ScanWith(ctx, tx, &moved, "UPDATE ip_child SET parent_id = ?, body = ? WHERE id = ? RETURNING *", p2, tricky, f.child)
+		if err != nil {
+			return err
+		}
+		if b.Len() != 0 {
+			t.Errorf("Len %d after ScanWith, want 0", b.Len())
+		}
+		stmts := preparedStatements(ctx, t, tx, `WITH b0 AS (INSERT INTO "ip_parent"`)
+		if len(stmts) != 1 || !strings.HasSuffix(stmts[0], "UPDATE ip_child SET parent_id = $6, body = $7 WHERE id = $8 RETURNING *") {
+			t.Errorf("prepared statements %q, want the inserts and the update as one", stmts)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.ID != f.child || moved.ParentID != p2 || moved.Body != tricky {
+		t.Errorf("scanned %+v, want child %s moved to %s with body %q", moved, f.child, p2, tricky)
+	}
+	if got := readChild(ctx, t, f.d.Bun, f.child); got != moved {
+		t.Errorf("stored child %+v, scanned %+v", got, moved)
+	}
+	if got := readChild(ctx, t, f.d.Bun, c2); got.ParentID != p2 || parentName(ctx, t, f.d.Bun, p2) != "new ? $1" {
+		t.Errorf("rows inserted by the batch: child %+v", got)
+	}
+}
+
+func TestBatchScanWithNoRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		b := db.NewBatch(tx)
+		if err := b.Insert(&ipParent{ID: uuid.New(), Name: "written all the same"}); err != nil {
+			return err
+		}
+		var got ipChild
+		err := b.ScanWith(ctx, tx, &got, "UPDATE ip_child SET body = ? WHERE id = ? RETURNING *", "x", uuid.New())
+		if n := countRows(ctx, t, tx, "ip_parent"); n != 3 {
+			t.Errorf("%d parents in the transaction, want 3: the batch's writes happen all the same", n)
+		}
+		return err
+	})
+	if !errors.Is(err, sql.ErrNoRows) {
+		t.Fatalf("err %v, want sql.ErrNoRows", err)
+	}
+	if n := countRows(ctx, t, f.d.Bun, "ip_parent"); n != 2 {
+		t.Errorf("%d parents after the rollback, want 2", n)
+	}
+}
+
+// TestBatchScanWithFallsBackToExecThenScan: a batch holding a setting or a text statement
+// cannot travel in the WITH clause; it runs first, so the query sees its writes and settings.
+func TestBatchScanWithFallsBackToExecThenScan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	appName := readSettings(ctx, t, f.conn)[1]
+	const query = "SELECT id, name || '/' || current_setting('application_name') AS name FROM ip_parent WHERE id = ?"
+	cases := []struct {
+		name string
+		add  func(b *db.Batch, id uuid.UUID)
+		want string // the name query returns
+	}{
+		{"with a setting", func(b *db.Batch, _ uuid.UUID) { b.SetLocal("application_name", "scan ? it's") }, "fresh/scan ? it's"},
+		{"with a text statement", func(b *db.Batch, id uuid.UUID) {
+			b.AddSQL("UPDATE ip_parent SET name = name || ? WHERE id = ?", " renamed?", id)
+		}, "fresh renamed?/" + appName},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rolledBack(ctx, t, f.conn, func(ctx context.Context, tx bun.Tx) error {
+				id := uuid.New()
+				b := db.NewBatch(tx)
+				if err := b.Insert(&ipParent{ID: id, Name: "fresh"}); err != nil {
+					return err
+				}
+				c.add(b, id)
+				var got ipParent
+				if err := b.ScanWith(ctx, tx, &got, query, id); err != nil {
+					return err
+				}
+				if got.ID != id || got.Name != c.want {
+					t.Errorf("scanned %+v, want %s named %q", got, id, c.want)
+				}
+				if b.Len() != 0 {
+					t.Errorf("Len %d after ScanWith, want 0", b.Len())
+				}
+				var withQuery []string
+				for _, s := range preparedStatements(ctx, t, tx, "") {
+					if strings.Contains(s, "AS name FROM ip_parent") {
+						withQuery = append(withQuery, s)
+					}
+				}
+				if len(withQuery) != 1 || withQuery[0] != db.Numbered(query) {
+					t.Errorf("prepared %q, want the query on its own", withQuery)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestScanOne scans the first row into a bun model on every kind of handle, and reports an
+// empty result as sql.ErrNoRows.
+func TestScanOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	named := "it's ? $1 \\"
+	if _, err := f.d.Bun.NewUpdate().Model(&ipParent{ID: f.parents[1], Name: named}).WherePK().Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handles := []struct {
+		name string
+		with func(fn func(bun.IDB))
+	}{
+		{"*bun.DB", func(fn func(bun.IDB)) { fn(f.d.Bun) }},
+		{"bun.Conn", func(fn func(bun.IDB)) { fn(f.conn) }},
+		{"bun.Tx", func(fn func(bun.IDB)) {
+			rolledBack(ctx, t, f.conn, func(_ context.Context, tx bun.Tx) error { fn(tx); return nil })
+		}},
+		{"*bun.Conn (through bun)", func(fn func(bun.IDB)) { fn(&f.conn) }},
+	}
+	for _, h := range handles {
+		t.Run(h.name, func(t *testing.T) {
+			h.with(func(idb bun.IDB) {
+				var got ipParent
+				if err := db.ScanOne(ctx, idb, &got, "SELECT * FROM ip_parent WHERE name = ?", named); err != nil || got.ID != f.parents[1] {
+					t.Errorf("by name: %+v, %v", got, err)
+				}
+				got = ipParent{}
+				if err := db.ScanOne(ctx, idb, &got, "SELECT * FROM ip_parent WHERE name <> ? ORDER BY name", "none"); err != nil ||
+					got.ID != f.parents[1] {
+					t.Errorf("first of two: %+v, %v; want %s", got, err, f.parents[1])
+				}
+				if err := db.ScanOne(ctx, idb, &got, "SELECT * FROM ip_parent WHERE name = ?", "missing"); !errors.Is(err, sql.ErrNoRows) {
+					t.Errorf("no row: err %v, want sql.ErrNoRows", err)
+				}
+			})
+		})
+	}
+}
+
+func TestScanOneIsPreparedOnTheConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	const query = "SELECT * FROM ip_child WHERE parent_id = ? AND body = ?"
+	for range 3 {
+		var got ipChild
+		if err := db.ScanOne(ctx, f.conn, &got, query, f.parents[0], "c0"); err != nil || got.ID != f.child {
+			t.Fatalf("%+v, %v", got, err)
+		}
+	}
+	if n := preparedOn(t, f.conn.Conn, "SELECT * FROM ip_child WHERE parent_id = $1 AND body = $2"); n != 1 {
+		t.Errorf("statement prepared %d times on the connection, want once", n)
+	}
+}
+
+func TestNumbered(t *testing.T) {
+	t.Parallel()
+	for query, want := range map[string]string{
+		"a = ? AND b = ?":              "a = $1 AND b = $2",
+		"":                             "",
+		"no placeholder":               "no placeholder",
+		"?":                            "$1",
+		strings.Repeat("?,", 11) + "?": "$1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12",
+		"héllo ? 世界 ?":                 "héllo $1 世界 $2",
+	} {
+		if got := db.Numbered(query); got != want {
+			t.Errorf("Numbered(%q) = %q, want %q", query, got, want)
+		}
+	}
+}

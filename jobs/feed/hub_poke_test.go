@@ -1,0 +1,63 @@
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"asterion/db/dbtest"
+)
+
+// TestPokeNumbersAndDeliversAtOnce: with the probe and the catch-up tick stretched to an hour,
+// an event committed by this process reaches a subscriber only because of the poke that
+// follows its commit; a poke soon after another is served too (paced, not dropped).
+func TestPokeNumbersAndDeliversAtOnce(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	h := NewHub(d.Pool, d.Bun, nil)
+	h.probeEvery, h.tickEvery = time.Hour, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-h.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("hub never ready")
+	}
+	sub := h.Subscribe(Scope{AllOrgs: true}, 10)
+	publishOne := func(label string) {
+		t.Helper()
+		payload, _ := json.Marshal(map[string]string{"label": label})
+		if err := Publish(ctx, d.Bun, Event{Topic: TopicJob, OrgID: 1, UserID: 1, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(label string, within time.Duration) {
+		t.Helper()
+		select {
+		case e := <-sub.C:
+			var p map[string]string
+			if err := json.Unmarshal(e.Payload, &p); err != nil || p["label"] != label {
+				t.Fatalf("got %s, want %s", e.Payload, label)
+			}
+		case <-time.After(within):
+			t.Fatalf("event %s not delivered within %s", label, within)
+		}
+	}
+	publishOne("unpoked")
+	select {
+	case e := <-sub.C:
+		t.Fatalf("an event was delivered without a poke, probe or tick: %s", e.Payload)
+	case <-time.After(200 * time.Millisecond):
+	}
+	h.Poke()
+	wait("unpoked", 5*time.Second)
+	publishOne("second")
+	h.Poke()
+	publishOne("third")
+	h.Poke() // within pokeGap of the previous run: served by a paced run
+	wait("second", 5*time.Second)
+	wait("third", 5*time.Second)
+}
