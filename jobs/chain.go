@@ -286,7 +286,7 @@ func (s *Service) SubmitChain(ctx context.Context, req ChainRequest) (ChainAccep
 		if err != nil {
 			return fmt.Errorf("build chain handle: %w", err)
 		}
-		op, err := recordAccepted(ctx, tx, nil, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
+		op, err := s.recordAccepted(ctx, tx, nil, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
 		if err != nil {
 			return err
 		}

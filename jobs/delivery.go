@@ -282,7 +282,7 @@ func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, 
 		return err
 	}
 	w := writesTo(tx, b)
-	op, err := recordAccepted(ctx, tx, w.b, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
+	op, err := s.recordAccepted(ctx, tx, w.b, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
 	if err != nil {
 		return err
 	}

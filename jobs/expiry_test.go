@@ -106,3 +106,43 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 		t.Errorf("history %s", got)
 	}
 }
+
+// TestPollScheduleOfMirroredOperations: a prompt operation's status moves with its job in the
+// same transaction, so the poller visits it only as a safety net: a minute after acceptance
+// (never sooner than retry_after_seconds), or at its expiry when that comes first.
+func TestPollScheduleOfMirroredOperations(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		ttl    time.Duration
+		wantIn time.Duration
+	}{
+		{"long TTL: a minute", time.Hour, time.Minute},
+		{"short TTL: at expiry", 20 * time.Second, 20 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, instantSim(), func(cfg *jobs.Config) { cfg.Policy = deferred.Policy{MaxTTL: c.ttl, DefaultTTL: c.ttl} })
+			sub := e.submit("scheduled " + c.name)
+			op := e.operation(sub.Operation.OperationID)
+			if got := op.NextPollAt.Sub(op.AcceptedAt); got != c.wantIn {
+				t.Fatalf("next poll %s after acceptance, want %s", got, c.wantIn)
+			}
+			if op.RetryAfterSeconds != jobs.DefaultRetryAfterSeconds {
+				t.Fatalf("retry_after_seconds %d: the hint to clients is unchanged", op.RetryAfterSeconds)
+			}
+			// A poll now (an operator's "poll now") reschedules it the same way.
+			if _, err := e.s.PollOperation(context.Background(), e.op, op.ID); err != nil {
+				t.Fatal(err)
+			}
+			after := e.operation(op.ID)
+			if after.PollCount != op.PollCount+1 {
+				t.Fatalf("poll_count %d after a poll, want %d", after.PollCount, op.PollCount+1)
+			}
+			if gap := after.NextPollAt.Sub(after.UpdatedAt); gap > c.wantIn || gap < c.wantIn-5*time.Second {
+				t.Fatalf("next poll %s after the poll, want about %s", gap, c.wantIn)
+			}
+		})
+	}
+}

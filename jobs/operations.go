@@ -56,10 +56,39 @@ type Report struct {
 	CancelUnavailable string
 }
 
+// mirroring is implemented by owners that write every status change of their work onto the
+// registry row in the transaction that makes it.
+type mirroring interface{ MirrorsStatus() bool }
+
+// mirroredPollEvery is how often the poller visits an operation whose owner mirrors its status:
+// such a poll can only find the operation expired (and it is due at its expiry anyway), so it
+// is a safety net, not how the status moves. Polling every pending prompt every few seconds
+// cost a backlog of thousands of prompts hundreds of registry transactions a second.
+const mirroredPollEvery = time.Minute
+
+// nextPoll is when op is next due after now: after its retry_after_seconds (never sooner), a
+// mirrored operation no sooner than mirroredPollEvery, and never after its expiry.
+func (s *Service) nextPoll(op db.Operation, now time.Time) time.Time {
+	every := time.Duration(op.RetryAfterSeconds) * time.Second
+	if o, ok := s.ownerOf(op.Kind); ok {
+		if m, ok := o.(mirroring); ok && m.MirrorsStatus() {
+			every = max(every, mirroredPollEvery)
+		}
+	}
+	next := now.Add(every)
+	if op.ExpiresAt.Before(next) {
+		next = op.ExpiresAt
+	}
+	return next
+}
+
 // promptOwner owns prompt.execute: the prompt jobs.
 type promptOwner struct{ s *Service }
 
 func (promptOwner) Kind() string { return KindPromptExecute }
+
+// MirrorsStatus: every job transition updates the registry row in its own transaction (apply).
+func (promptOwner) MirrorsStatus() bool { return true }
 
 func (o promptOwner) job(ctx context.Context, tx bun.IDB, op db.Operation) (db.Job, error) {
 	var job db.Job
@@ -362,10 +391,7 @@ func (s *Service) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep
 	if err != nil {
 		return op, err
 	}
-	next := now.Add(time.Duration(out.RetryAfterSeconds) * time.Second)
-	if out.ExpiresAt.Before(next) {
-		next = out.ExpiresAt
-	}
+	next := s.nextPoll(out, now)
 	if _, err := tx.NewUpdate().Model((*db.Operation)(nil)).Set("next_poll_at = ?, poll_count = poll_count + 1", next).
 		Where("id = ?", op.ID).Exec(ctx); err != nil {
 		return op, fmt.Errorf("schedule next poll of %s: %w", op.ID, err)

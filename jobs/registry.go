@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -95,7 +94,7 @@ func historyEntryOf(r db.OperationHistory) deferred.HistoryEntry {
 
 // recordAccepted writes the registry row of a newly accepted operation and its first history
 // entry through b, or at once when b is nil.
-func recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
+func (s *Service) recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
 	subject, err := json.Marshal(h.Subject)
 	if err != nil {
 		return db.Operation{}, err
@@ -103,7 +102,8 @@ func recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Han
 	op := db.Operation{ID: h.OperationID, Kind: h.Kind, Owner: h.Owner, Status: string(h.Status), OrgID: orgID,
 		CreatedBy: userID, Subject: subject, CorrelationID: correlation, AcceptedAt: h.AcceptedAt,
 		ExpiresAt: h.ExpiresAt, RetryAfterSeconds: h.RetryAfterSeconds, UpdatedAt: h.AcceptedAt,
-		NextPollAt: h.AcceptedAt.Add(time.Duration(h.RetryAfterSeconds) * time.Second)}
+	}
+	op.NextPollAt = s.nextPoll(op, h.AcceptedAt)
 	if !h.Cancel.IsCancelable() {
 		r := h.Cancel.UnavailableReason()
 		op.CancelUnavailableReason = &r

@@ -304,7 +304,7 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJ
 		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
 		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now}
 	w := writesTo(tx, b)
-	if _, err := recordAccepted(ctx, tx, w.b, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
+	if _, err := s.recordAccepted(ctx, tx, w.b, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
 		return db.Job{}, deferred.Handle{}, err
 	}
 	if err := w.insert(&job); err != nil {
