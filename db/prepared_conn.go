@@ -51,11 +51,11 @@ func (cn *preparingConn) ExecContext(ctx context.Context, query string, args []d
 	}
 	st, err := cn.prepared(ctx, query)
 	if err != nil {
-		return nil, err
+		return nil, cn.checkBadConn(err)
 	}
 	res, err := st.(driver.StmtExecContext).ExecContext(ctx, args)
 	cn.forgetIfStale(query, err)
-	return res, err
+	return res, cn.checkBadConn(err)
 }
 
 // QueryContext runs query; with arguments, as a cached prepared statement.
@@ -65,11 +65,11 @@ func (cn *preparingConn) QueryContext(ctx context.Context, query string, args []
 	}
 	st, err := cn.prepared(ctx, query)
 	if err != nil {
-		return nil, err
+		return nil, cn.checkBadConn(err)
 	}
 	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
 	cn.forgetIfStale(query, err)
-	return rows, err
+	return rows, cn.checkBadConn(err)
 }
 
 // prepared returns the connection's statement for query, preparing it on first use.
@@ -89,6 +89,28 @@ func (cn *preparingConn) prepared(ctx context.Context, query string) (driver.Stm
 	}
 	cn.stmts[query] = st
 	return st, nil
+}
+
+// checkBadConn closes the connection after an error that leaves it unusable, as pgdriver does
+// on its own paths: anything that is not an ordinary PostgreSQL error (a broken socket, a
+// cancelled context mid-protocol), a FATAL or PANIC, an aborted transaction or a cancelled
+// statement. database/sql then discards the connection (IsValid), and a later call that finds
+// it closed gets driver.ErrBadConn and is retried on a fresh one. It returns err unchanged.
+func (cn *preparingConn) checkBadConn(err error) error {
+	if err == nil {
+		return nil
+	}
+	pgErr, ok := err.(pgdriver.Error)
+	if !ok {
+		_ = cn.Conn.Close()
+		return err
+	}
+	switch {
+	case pgErr.Field('V') == "FATAL", pgErr.Field('V') == "PANIC",
+		pgErr.Field('C') == "25P02", pgErr.Field('C') == "57014":
+		_ = cn.Conn.Close()
+	}
+	return err
 }
 
 // forgetIfStale drops a statement PostgreSQL can no longer run as prepared (its tables

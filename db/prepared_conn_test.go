@@ -10,6 +10,7 @@ import (
 
 	"github.com/uptrace/bun/driver/pgdriver"
 
+	"asterion/db"
 	"asterion/db/dbtest"
 )
 
@@ -341,5 +342,43 @@ func TestPreparedConnBoundsItsCache(t *testing.T) {
 	}
 	if n := preparedOn(t, conn, ""); n > bound {
 		t.Fatalf("%d statements prepared after a second pass, bound %d", n, bound)
+	}
+}
+
+// TestPreparedConnDroppedAfterBackendDies: when the server ends a connection under a cached
+// statement (here pg_terminate_backend, as a restart would), the failing call closes it, so the
+// pool discards it and the next call runs on a fresh connection instead of failing forever.
+func TestPreparedConnDroppedAfterBackendDies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	one, err := db.Open(ctx, db.OpenConfig{URL: d.URL, MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	const q = "SELECT pg_backend_pid() + $1::int"
+	pidOf := func() (int, error) {
+		var n int
+		err := one.DB.QueryRowContext(ctx, q, 0).Scan(&n)
+		return n, err
+	}
+	pid, err := pidOf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Bun.ExecContext(ctx, "SELECT pg_terminate_backend(?)", pid); err != nil {
+		t.Fatal(err)
+	}
+	// The call that meets the dead connection may fail; the ones after it must not.
+	_, _ = pidOf()
+	for i := 0; i < 3; i++ {
+		again, err := pidOf()
+		if err != nil {
+			t.Fatalf("call %d after the backend died: %v", i, err)
+		}
+		if again == pid {
+			t.Fatalf("still on the terminated backend %d", pid)
+		}
 	}
 }
