@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/uptrace/bun/driver/pgdriver"
 
@@ -370,8 +371,19 @@ func TestPreparedConnDroppedAfterBackendDies(t *testing.T) {
 	if _, err := d.Bun.ExecContext(ctx, "SELECT pg_terminate_backend(?)", pid); err != nil {
 		t.Fatal(err)
 	}
-	// The call that meets the dead connection may fail; the ones after it must not.
-	_, _ = pidOf()
+	// The backend may answer once more before it has gone; the call that meets the dead
+	// connection may fail; the ones after it must not.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := pidOf()
+		if err != nil || p != pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminated backend kept answering")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for i := 0; i < 3; i++ {
 		again, err := pidOf()
 		if err != nil {
