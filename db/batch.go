@@ -149,8 +149,8 @@ func (b *Batch) Exec(ctx context.Context, idb bun.IDB) error {
 }
 
 // ScanWith runs query (a statement with ? placeholders that returns rows) with the batch's
-// writes in its WITH clause, as one statement the connection keeps prepared, scans the first
-// row into dest (a bun model) and empties the batch. It returns sql.ErrNoRows when query
+// writes in its WITH clause (continuing query's own, when it has one), as one statement the
+// connection keeps prepared, scans the first row into dest (a bun model) and empties the batch. It returns sql.ErrNoRows when query
 // returns no row; the writes have happened all the same, so the caller rolls back when that
 // matters. Writes in the WITH clause are not visible to query, but foreign keys from query's
 // rows to theirs hold: they are checked at the end of the statement. A batch that cannot go
@@ -240,6 +240,12 @@ func combined(parts []batchPart, main *batchPart) (string, []any) {
 		q.WriteString(") ")
 	}
 	if main != nil {
+		// A main statement with a WITH clause of its own continues the batch's.
+		if rest, ok := strings.CutPrefix(main.text, "WITH "); ok && inWith > 0 {
+			q.WriteString(", ")
+			put(batchPart{text: rest, args: main.args})
+			return q.String(), args
+		}
 		put(*main)
 		return q.String(), args
 	}

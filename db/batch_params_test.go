@@ -464,15 +464,52 @@ func TestBatchScanWithRunsTheWritesInTheStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkMovedChild(ctx, t, f, moved, p2)
+	if got := readChild(ctx, t, f.d.Bun, c2); got.ParentID != p2 || parentName(ctx, t, f.d.Bun, p2) != "new ? $1" {
+		t.Errorf("rows inserted by the batch: child %+v", got)
+	}
+}
+
+// checkMovedChild checks that the fixture's child was moved to parent p2 with the tricky body,
+// as scanned and as stored.
+func checkMovedChild(ctx context.Context, t *testing.T, f fkFixture, moved ipChild, p2 uuid.UUID) {
+	t.Helper()
 	if moved.ID != f.child || moved.ParentID != p2 || moved.Body != tricky {
 		t.Errorf("scanned %+v, want child %s moved to %s with body %q", moved, f.child, p2, tricky)
 	}
 	if got := readChild(ctx, t, f.d.Bun, f.child); got != moved {
 		t.Errorf("stored child %+v, scanned %+v", got, moved)
 	}
-	if got := readChild(ctx, t, f.d.Bun, c2); got.ParentID != p2 || parentName(ctx, t, f.d.Bun, p2) != "new ? $1" {
-		t.Errorf("rows inserted by the batch: child %+v", got)
+}
+
+// TestBatchScanWithContinuesTheQuerysWithClause: a query with a WITH clause of its own gets the
+// batch's writes added to that clause, still as one prepared statement.
+func TestBatchScanWithContinuesTheQuerysWithClause(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	p2 := uuid.New()
+	var moved ipChild
+	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		b := db.NewBatch(tx)
+		if err := b.Insert(&ipParent{ID: p2, Name: "with ? clause"}); err != nil {
+			return err
+		}
+		err := b.ScanWith(ctx, tx, &moved,
+			"WITH m AS (UPDATE ip_child SET parent_id = ?, body = ? WHERE id = ? RETURNING *) SELECT m.* FROM m", p2, tricky, f.child)
+		if err != nil {
+			return err
+		}
+		stmts := preparedStatements(ctx, t, tx, `WITH b0 AS (INSERT INTO "ip_parent"`)
+		if len(stmts) != 1 || !strings.HasSuffix(stmts[0], ", m AS (UPDATE ip_child SET parent_id = $3, body = $4 WHERE id = $5 RETURNING *) SELECT m.* FROM m") {
+			t.Errorf("prepared statements %q, want the insert joined to the query's WITH clause", stmts)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	checkMovedChild(ctx, t, f, moved, p2)
 }
 
 func TestBatchScanWithNoRow(t *testing.T) {

@@ -139,6 +139,14 @@ func updateOperation(ctx context.Context, tx bun.IDB, b *db.Batch, id uuid.UUID,
 	if err := db.ScanOne(ctx, tx, &op, lockOperation, id); err != nil {
 		return op, fmt.Errorf("lock operation %s: %w", id, err)
 	}
+	return writeOperation(ctx, tx, b, op, change)
+}
+
+// writeOperation applies change to op, a registry row the transaction has locked (read with
+// the transaction's clock and the org's webhook, as lockOperation reads it), and writes it as
+// updateOperation does.
+func writeOperation(ctx context.Context, tx bun.IDB, b *db.Batch, op db.Operation, change func(op *db.Operation)) (db.Operation, error) {
+	id := op.ID
 	before := op
 	change(&op)
 	op.UpdatedAt = op.TxNow

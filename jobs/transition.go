@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/schema"
 
 	"asterion/db"
 	"asterion/jobs/feed"
@@ -52,12 +56,14 @@ func is(sql string, args ...any) clause { return clause{sql: sql, args: args} }
 // decides whether that is a conflict or a result to drop.
 var errNoChange = errors.New("job not in an expected state")
 
-// statement writes ch as one UPDATE ... RETURNING with ? placeholders. Its text depends only
+// statement writes ch as one UPDATE of the job that returns the row it wrote beside its
+// operation's row, locked, with ? placeholders. Its text depends only
 // on the shape of the change, never on its values, so the connection keeps it prepared.
 func (ch change) statement() (string, []any) {
 	var q strings.Builder
 	args := []any{string(ch.to)}
-	q.WriteString("UPDATE sa_job SET state = ?")
+	// The registry row is locked in the same statement, after the job's row as everywhere.
+	q.WriteString("WITH moved AS (UPDATE sa_job SET state = ?")
 	for _, c := range ch.set {
 		q.WriteString(", ")
 		q.WriteString(c.sql)
@@ -82,9 +88,32 @@ func (ch change) statement() (string, []any) {
 		q.WriteString(c.sql)
 		args = append(args, c.args...)
 	}
-	q.WriteString(" RETURNING *")
+	q.WriteString(" RETURNING *) SELECT moved.*, ")
+	q.WriteString(operationColumns())
+	q.WriteString(" FROM moved LEFT JOIN LATERAL (")
+	q.WriteString(strings.Replace(lockOperation, "operation.id = ?", "operation.id = moved.operation_id", 1))
+	q.WriteString(") AS op ON true")
 	return q.String(), args
 }
+
+// movedJob is a job as a change left it, with its registry row (zero when it has none) locked
+// by the same statement, as lockOperation reads it.
+type movedJob struct {
+	db.Job
+	Op db.Operation `bun:"embed:op__"`
+}
+
+// operationColumns lists the registry row's columns as the op__ columns of movedJob.
+var operationColumns = sync.OnceValue(func() string {
+	var cols []string
+	for _, f := range schema.NewTables(pgdialect.New()).Get(reflect.TypeFor[db.Operation]()).Fields {
+		cols = append(cols, "op."+f.Name+" AS op__"+f.Name)
+	}
+	for _, name := range []string{"tx_now", "org_webhook_read", "org_webhook_url"} {
+		cols = append(cols, "op."+name+" AS op__"+name)
+	}
+	return strings.Join(cols, ", ")
+})
 
 // apply performs ch in tx and returns the job as written.
 func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, error) {
@@ -92,13 +121,14 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 		return db.Job{}, err
 	}
 	query, args := ch.statement()
-	var job db.Job
+	var moved movedJob
 	var err error
 	if ch.with != nil {
-		err = ch.with.ScanWith(ctx, tx, &job, query, args...)
+		err = ch.with.ScanWith(ctx, tx, &moved, query, args...)
 	} else {
-		err = db.ScanOne(ctx, tx, &job, query, args...)
+		err = db.ScanOne(ctx, tx, &moved, query, args...)
 	}
+	job := moved.Job
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return db.Job{}, errNoChange
@@ -112,7 +142,10 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 	opStatus := ""
 	if job.OperationID != nil {
 		var was string
-		op, err := updateOperation(ctx, tx, b, *job.OperationID, func(op *db.Operation) {
+		if moved.Op.ID != *job.OperationID {
+			return db.Job{}, fmt.Errorf("move job %s to %s: operation %s not found", ch.jobID, ch.to, *job.OperationID)
+		}
+		op, err := writeOperation(ctx, tx, b, moved.Op, func(op *db.Operation) {
 			was = op.Status
 			op.Status = operationStatusOf(job, op.Status)
 			if ch.to == StateSucceeded {

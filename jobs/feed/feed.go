@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/uptrace/bun"
 
 	"asterion/db"
@@ -82,36 +84,39 @@ func Pending(ctx context.Context, bunDB bun.IDB) (bool, error) {
 // Sequence numbers every committed, unnumbered event in id order after the highest number given
 // so far, and announces the new high mark. It returns the high mark and how many it numbered.
 // Sequencers in several processes take turns on an advisory lock, so numbers never interleave.
-func Sequence(ctx context.Context, bunDB *bun.DB) (last int64, n int, err error) {
-	err = bunDB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", sequencerLock); err != nil {
-			return err
-		}
-		row := tx.QueryRowContext(ctx, `
+//
+// The lock and the numbering go to the server in one round trip, as one pipelined implicit
+// transaction: the sequencer runs after nearly every commit of a busy process, and the four
+// round trips of an explicit transaction (begin, lock, number, commit) cost more than the
+// numbering. The numbering statement takes its snapshot after the lock is granted (each
+// statement of a READ COMMITTED transaction has its own), so it never numbers an event that
+// the sequencer before it numbered; a failure rolls the whole batch back at its end.
+func Sequence(ctx context.Context, pool *pgxpool.Pool) (last int64, n int, err error) {
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock($1)", sequencerLock)
+	b.Queue(sequenceEvents, eventsChannel).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&last, &n, nil)
+	})
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return 0, 0, fmt.Errorf("sequence events: %w", err)
+	}
+	return last, n, nil
+}
+
+// sequenceEvents numbers up to 10000 pending events after the cursor, moves the cursor, and
+// notifies $1 with the new high mark when it numbered any (delivered at commit).
+const sequenceEvents = `
 WITH pending AS (
     SELECT id, row_number() OVER (ORDER BY id) AS rn FROM sa_event WHERE seq IS NULL ORDER BY id LIMIT 10000
 ), cur AS (
     SELECT last_seq FROM sa_event_cursor WHERE id = 1
 ), upd AS (
     UPDATE sa_event e SET seq = cur.last_seq + pending.rn FROM pending, cur WHERE e.id = pending.id RETURNING e.seq
+), moved AS (
+    UPDATE sa_event_cursor SET last_seq = last_seq + (SELECT count(*) FROM upd) WHERE id = 1
+    RETURNING last_seq, (SELECT count(*) FROM upd)::int AS n
 )
-UPDATE sa_event_cursor SET last_seq = last_seq + (SELECT count(*) FROM upd) WHERE id = 1
-RETURNING last_seq, (SELECT count(*) FROM upd)`)
-		if err := row.Scan(&last, &n); err != nil {
-			return err
-		}
-		if n > 0 {
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("SELECT pg_notify('%s', '%d')", eventsChannel, last)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("sequence events: %w", err)
-	}
-	return last, n, nil
-}
+SELECT last_seq, n, CASE WHEN n > 0 THEN pg_notify($1, last_seq::text) END FROM moved`
 
 // Scope limits which events a reader may see.
 type Scope struct {

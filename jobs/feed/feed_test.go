@@ -58,7 +58,7 @@ func publish(t *testing.T, d *dbtest.DB, events ...feed.Event) {
 
 func sequence(t *testing.T, d *dbtest.DB) (int64, int) {
 	t.Helper()
-	last, n, err := feed.Sequence(context.Background(), d.Bun)
+	last, n, err := feed.Sequence(context.Background(), d.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestSequenceConcurrent(t *testing.T) {
 					return
 				default:
 				}
-				if _, _, err := feed.Sequence(ctx, d.Bun); err != nil {
+				if _, _, err := feed.Sequence(ctx, d.Pool); err != nil {
 					t.Errorf("sequence: %v", err)
 					return
 				}

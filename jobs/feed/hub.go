@@ -186,7 +186,7 @@ func (h *Hub) workLoop(ctx context.Context) {
 	var paced <-chan time.Time // a poke waiting for pokeGap to pass
 	sequence := func() {
 		last = time.Now()
-		if _, n, err := Sequence(ctx, h.db); err != nil {
+		if _, n, err := Sequence(ctx, h.pool); err != nil {
 			if ctx.Err() == nil {
 				h.log.Warn("sequence events", "err", err)
 			}
@@ -218,7 +218,7 @@ func (h *Hub) workLoop(ctx context.Context) {
 		case <-h.kick:
 			h.deliver(ctx)
 		case <-tick.C:
-			if _, _, err := Sequence(ctx, h.db); err != nil && ctx.Err() == nil {
+			if _, _, err := Sequence(ctx, h.pool); err != nil && ctx.Err() == nil {
 				h.log.Warn("sequence events", "err", err)
 			}
 			h.deliver(ctx)
