@@ -226,8 +226,13 @@ func (h *Hub) workLoop(ctx context.Context) {
 	}
 }
 
-// deliver reads numbered events after the cursor and hands them to subscribers.
+// deliver reads numbered events after the cursor and hands them to subscribers. A hub with no
+// subscriber reads none: it moves its cursor to the high mark, so a stream opened later starts
+// from there, as it would had the events been delivered.
 func (h *Hub) deliver(ctx context.Context) {
+	if h.skipUnwatched(ctx) {
+		return
+	}
 	for {
 		events, err := Replay(ctx, h.db, h.Cursor(), Scope{AllOrgs: true}, 1000)
 		if err != nil {
@@ -261,4 +266,28 @@ func (h *Hub) deliver(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// skipUnwatched moves the cursor to the high mark when nobody is subscribed, and reports
+// whether it did. The high mark is read before the check: a stream that subscribes after the
+// check either replays from a cursor it read earlier (its replay, which runs after it
+// subscribed, sees every event up to that high mark) or starts at the new cursor.
+func (h *Hub) skipUnwatched(ctx context.Context) bool {
+	h.mu.Lock()
+	watched := len(h.subs) > 0
+	h.mu.Unlock()
+	if watched {
+		return false
+	}
+	last, err := HighMark(ctx, h.db)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.subs) > 0 {
+		return false
+	}
+	h.cursor = max(h.cursor, last)
+	return true
 }

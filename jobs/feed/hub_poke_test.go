@@ -14,18 +14,7 @@ import (
 // follows its commit; a poke soon after another is served too (paced, not dropped).
 func TestPokeNumbersAndDeliversAtOnce(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
-	h := NewHub(d.Pool, d.Bun, nil)
-	h.probeEvery, h.tickEvery = time.Hour, time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-h.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("hub never ready")
-	}
+	h, d, ctx := startQuietHub(t)
 	sub := h.Subscribe(Scope{AllOrgs: true}, 10)
 	publishOne := func(label string) {
 		t.Helper()
@@ -66,4 +55,24 @@ func TestPokeNumbersAndDeliversAtOnce(t *testing.T) {
 	h.Poke() // within pokeGap of the previous run: served by a paced run
 	wait("second", 5*time.Second)
 	wait("third", 5*time.Second)
+}
+
+// startQuietHub runs a hub on a fresh database with its probe and catch-up tick stretched to an
+// hour, so only pokes (and its start-up catch-up) number and deliver events; it stops with the
+// test.
+func startQuietHub(t *testing.T) (*Hub, *dbtest.DB, context.Context) {
+	t.Helper()
+	d := dbtest.New(t)
+	h := NewHub(d.Pool, d.Bun, nil)
+	h.probeEvery, h.tickEvery = time.Hour, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-h.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("hub never ready")
+	}
+	return h, d, ctx
 }

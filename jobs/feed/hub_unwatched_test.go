@@ -1,0 +1,57 @@
+package feed
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestUnwatchedHubMovesItsCursorToTheHighMark: with nobody subscribed, the hub numbers events
+// without handing them to anyone and still moves its cursor to the highest number, so a stream
+// that starts from the cursor later gets the events after it and none before.
+func TestUnwatchedHubMovesItsCursorToTheHighMark(t *testing.T) {
+	t.Parallel()
+	h, d, ctx := startQuietHub(t)
+	publish := func(label string) {
+		t.Helper()
+		payload, _ := json.Marshal(map[string]string{"label": label})
+		if err := Publish(ctx, d.Bun, Event{Topic: TopicJob, OrgID: 1, UserID: 1, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		h.Poke()
+	}
+	for _, label := range []string{"a", "b", "c"} {
+		publish(label)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		last, err := HighMark(ctx, d.Bun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == 3 && h.Cursor() == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("high mark %d, cursor %d; want both at 3 with nobody subscribed", last, h.Cursor())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sub := h.Subscribe(Scope{AllOrgs: true}, 10)
+	defer sub.Close()
+	publish("d")
+	select {
+	case e := <-sub.C:
+		var p map[string]string
+		if err := json.Unmarshal(e.Payload, &p); err != nil || p["label"] != "d" || e.Seq != 4 {
+			t.Fatalf("first event to the subscriber: seq %d %s, want seq 4 labelled d", e.Seq, e.Payload)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("event published after subscribing never delivered")
+	}
+	select {
+	case e := <-sub.C:
+		t.Fatalf("unexpected second event seq %d %s", e.Seq, e.Payload)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
