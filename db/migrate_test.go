@@ -117,6 +117,18 @@ func TestUpdatedAtTrigger(t *testing.T) {
 	if !after.After(before.Add(30 * time.Minute)) {
 		t.Fatalf("updated_at not moved by the trigger: before %v after %v", before, after)
 	}
+	// The trigger is skipped only when the writer already set now(); any other value it
+	// writes, older or newer, still becomes the transaction's start.
+	for _, set := range []string{"now() - interval '2 hours'", "now() + interval '2 hours'", "now()"} {
+		var got, txStart time.Time
+		err := d.Bun.QueryRowContext(ctx, `UPDATE sa_job SET updated_at = `+set+` RETURNING updated_at, now()`).Scan(&got, &txStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(txStart) {
+			t.Errorf("SET updated_at = %s stored %v, want the transaction's start %v", set, got, txStart)
+		}
+	}
 	if _, err := d.Bun.ExecContext(ctx, `UPDATE sa_job SET state = 'bogus'`); err == nil {
 		t.Fatal("a state outside the state machine was accepted")
 	}

@@ -30,9 +30,11 @@ const (
 type claimResult struct {
 	outcome claimOutcome
 	job     db.Job
-	claim   string
-	wait    time.Duration
-	reason  string
+	// prompt is the job's prompt when the claim read it; nil when runClaimed must.
+	prompt *db.Entity
+	claim  string
+	wait   time.Duration
+	reason string
 }
 
 // newClaim returns a claim token unique to one execution: the worker process id and a random
@@ -49,10 +51,10 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, 
 	// The common case, a queued job on its own vehicle, is one conditional UPDATE; anything
 	// else (a stale vehicle, a job already running or settled) takes the locked look below.
 	c := newClaim(workerID)
-	job, err := s.claimQueued(ctx, jobID, riverJobID, c)
+	moved, err := s.claimQueued(ctx, jobID, riverJobID, c)
 	switch {
 	case err == nil:
-		return claimResult{outcome: claimed, job: job, claim: c}, nil
+		return claimResult{outcome: claimed, job: moved.Job, prompt: &moved.Prompt, claim: c}, nil
 	case !errors.Is(err, errNoChange):
 		return claimResult{}, err
 	}
@@ -111,20 +113,21 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, 
 }
 
 // claimQueued moves a queued job still carried by riverJobID to running under claim, in one
-// transaction; errNoChange means the job is in any other situation.
-func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, riverJobID int64, claim string) (db.Job, error) {
-	var job db.Job
+// transaction, and reads its prompt in the same statement; errNoChange means the job is in any
+// other situation.
+func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, riverJobID int64, claim string) (movedJob, error) {
+	var moved movedJob
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		b := relaxedCommit(tx)
 		ch := claimChange(jobID, riverJobID, claim)
-		ch.batch = b
+		ch.batch, ch.prompt = b, true
 		var err error
-		if job, err = s.apply(ctx, tx, ch); err != nil {
+		if moved, err = s.move(ctx, tx, ch); err != nil {
 			return err
 		}
 		return b.Exec(ctx, tx)
 	})
-	return job, err
+	return moved, err
 }
 
 // relaxedCommit starts the batch of a transaction whose commit need not wait for the WAL to
@@ -170,11 +173,13 @@ type outcome struct {
 }
 
 // runClaimed runs the provider for a claimed job while heartbeating, then finalises (§5 step 4,
-// the design's run_claimed).
-func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string) outcome {
-	var prompt db.Entity
-	if err := db.ScanOne(ctx, s.db, &prompt, "SELECT * FROM sa_entity WHERE id = ?", job.PromptID); err != nil {
-		return outcome{err: fmt.Errorf("load prompt %s: %w", job.PromptID, err)}
+// the design's run_claimed). prompt is the job's prompt when the claim read it, nil otherwise.
+func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prompt *db.Entity) outcome {
+	if prompt == nil || prompt.ID != job.PromptID {
+		prompt = new(db.Entity)
+		if err := db.ScanOne(ctx, s.db, prompt, "SELECT * FROM sa_entity WHERE id = ?", job.PromptID); err != nil {
+			return outcome{err: fmt.Errorf("load prompt %s: %w", job.PromptID, err)}
+		}
 	}
 	var opts ExecutionOptions
 	_ = json.Unmarshal(job.ExecutionOptions, &opts)
@@ -222,7 +227,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string) outc
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err == nil {
-		return s.finishSuccess(fctx, job, claim, prompt, resp, took)
+		return s.finishSuccess(fctx, job, claim, *prompt, resp, took)
 	}
 	return s.finishFailure(fctx, job, claim, err)
 }

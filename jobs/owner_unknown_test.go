@@ -2,8 +2,6 @@ package jobs
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,9 +9,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
-	"asterion/db/dbtest"
 	"asterion/jobs/deferred"
-	"asterion/jobs/provider"
 )
 
 // forgetfulOwner is a test owner that no longer knows any of its operations.
@@ -52,21 +48,8 @@ func (steadyOwner) Consume(context.Context, bun.Tx, db.Operation) error { return
 // unknown (terminal, consumed once), and neither PollDue nor the running poller polls it again.
 func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	s, d, org, user := newInternalService(t, "unknown")
 	ctx := context.Background()
-	var org, user int64
-	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES ('unknown-org') RETURNING id").Scan(&org); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO users (org_id, name, role) VALUES (?, 'unknown-user', 'member') RETURNING id",
-		org).Scan(&user); err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewService(Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	owner := &forgetfulOwner{}
 	s.RegisterOwner(owner)
 	s.RegisterOwner(steadyOwner{})

@@ -63,7 +63,7 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 	if err != nil {
 		return SyncResult{}, err
 	}
-	out := s.runClaimed(ctx, job, claim)
+	out := s.runClaimed(ctx, job, claim, nil)
 	if out.err != nil {
 		return SyncResult{}, out.err
 	}

@@ -41,6 +41,9 @@ type change struct {
 	// batch, when set, takes the writes that follow the job's own UPDATE (registry row,
 	// history, event); the caller runs it. Without one, apply runs them before returning.
 	batch *db.Batch
+	// prompt also reads the job's prompt entity in the same statement (a claim, whose worker
+	// needs the text next).
+	prompt bool
 }
 
 // clause is one assignment or condition of a change, in bun's ? syntax with its arguments.
@@ -63,7 +66,8 @@ func (ch change) statement() (string, []any) {
 	var q strings.Builder
 	args := []any{string(ch.to)}
 	// The registry row is locked in the same statement, after the job's row as everywhere.
-	q.WriteString("WITH moved AS (UPDATE sa_job SET state = ?")
+	// updated_at is set here to what the touch trigger would set, which skips the trigger.
+	q.WriteString("WITH moved AS (UPDATE sa_job SET state = ?, updated_at = now()")
 	for _, c := range ch.set {
 		q.WriteString(", ")
 		q.WriteString(c.sql)
@@ -90,35 +94,59 @@ func (ch change) statement() (string, []any) {
 	}
 	q.WriteString(" RETURNING *) SELECT moved.*, ")
 	q.WriteString(operationColumns())
+	if ch.prompt {
+		q.WriteString(", ")
+		q.WriteString(promptColumns())
+	}
 	q.WriteString(" FROM moved LEFT JOIN LATERAL (")
 	q.WriteString(strings.Replace(lockOperation, "operation.id = ?", "operation.id = moved.operation_id", 1))
 	q.WriteString(") AS op ON true")
+	if ch.prompt {
+		q.WriteString(" LEFT JOIN sa_entity AS prompt ON prompt.id = moved.prompt_id")
+	}
 	return q.String(), args
 }
 
 // movedJob is a job as a change left it, with its registry row (zero when it has none) locked
-// by the same statement, as lockOperation reads it.
+// by the same statement, as lockOperation reads it, and its prompt when the change asked.
 type movedJob struct {
 	db.Job
-	Op db.Operation `bun:"embed:op__"`
+	Op     db.Operation `bun:"embed:op__"`
+	Prompt db.Entity    `bun:"embed:prompt__"`
 }
 
 // operationColumns lists the registry row's columns as the op__ columns of movedJob.
 var operationColumns = sync.OnceValue(func() string {
-	var cols []string
-	for _, f := range schema.NewTables(pgdialect.New()).Get(reflect.TypeFor[db.Operation]()).Fields {
-		cols = append(cols, "op."+f.Name+" AS op__"+f.Name)
+	return columnsOf[db.Operation]("op", "tx_now", "org_webhook_read", "org_webhook_url")
+})
+
+// promptColumns lists the prompt's columns as the prompt__ columns of movedJob.
+var promptColumns = sync.OnceValue(func() string { return columnsOf[db.Entity]("prompt") })
+
+// columnsOf lists the columns of bun model M, and the extra ones named, read from alias as
+// alias__column.
+func columnsOf[M any](alias string, extra ...string) string {
+	var names []string
+	for _, f := range schema.NewTables(pgdialect.New()).Get(reflect.TypeFor[M]()).Fields {
+		names = append(names, f.Name)
 	}
-	for _, name := range []string{"tx_now", "org_webhook_read", "org_webhook_url"} {
-		cols = append(cols, "op."+name+" AS op__"+name)
+	cols := make([]string, 0, len(names)+len(extra))
+	for _, name := range append(names, extra...) {
+		cols = append(cols, alias+"."+name+" AS "+alias+"__"+name)
 	}
 	return strings.Join(cols, ", ")
-})
+}
 
 // apply performs ch in tx and returns the job as written.
 func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, error) {
+	moved, err := s.move(ctx, tx, ch)
+	return moved.Job, err
+}
+
+// move performs ch in tx and returns the job as written, with its prompt when ch asked.
+func (s *Service) move(ctx context.Context, tx bun.IDB, ch change) (movedJob, error) {
 	if err := checkTransition(ch.to, ch.from...); err != nil {
-		return db.Job{}, err
+		return movedJob{}, err
 	}
 	query, args := ch.statement()
 	var moved movedJob
@@ -131,9 +159,9 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 	job := moved.Job
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return db.Job{}, errNoChange
+			return movedJob{}, errNoChange
 		}
-		return db.Job{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
+		return movedJob{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
 	}
 	// The registry row, its history entry, the event and whatever the caller batched travel
 	// to the database together, after the one read (the registry lock) they depend on.
@@ -143,7 +171,7 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 	if job.OperationID != nil {
 		var was string
 		if moved.Op.ID != *job.OperationID {
-			return db.Job{}, fmt.Errorf("move job %s to %s: operation %s not found", ch.jobID, ch.to, *job.OperationID)
+			return movedJob{}, fmt.Errorf("move job %s to %s: operation %s not found", ch.jobID, ch.to, *job.OperationID)
 		}
 		op, err := writeOperation(ctx, tx, b, moved.Op, func(op *db.Operation) {
 			was = op.Status
@@ -156,20 +184,21 @@ func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, err
 			}
 		})
 		if err != nil {
-			return db.Job{}, err
+			return movedJob{}, err
 		}
 		if err := s.afterOperationChange(ctx, tx, b, was, op); err != nil {
-			return db.Job{}, err
+			return movedJob{}, err
 		}
 		opStatus = op.Status
 	}
 	if err := publishJob(ctx, tx, b, job, opStatus); err != nil {
-		return db.Job{}, err
+		return movedJob{}, err
 	}
 	if err := w.flush(ctx); err != nil {
-		return db.Job{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
+		return movedJob{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
 	}
-	return job, nil
+	moved.Job = job
+	return moved, nil
 }
 
 // JobEvent is the data of a job.state_changed event (CONTRACT.md), plus the operation's status.

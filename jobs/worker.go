@@ -57,7 +57,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	case claimWait:
 		return river.JobSnooze(res.wait)
 	}
-	out := w.svc.runClaimed(ctx, res.job, res.claim)
+	out := w.svc.runClaimed(ctx, res.job, res.claim, res.prompt)
 	switch {
 	case out.err != nil:
 		return out.err
