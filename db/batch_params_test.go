@@ -292,6 +292,50 @@ func TestBatchInsertAndUpdatesGoAsOneStatement(t *testing.T) {
 	}
 }
 
+// TestBatchInsertsOfOneShapeGoAsMultiRowInserts: consecutive rows of one table and the same
+// columns join one INSERT as rows of VALUES; a row of another table starts a new one, and a
+// child may reference a parent inserted in the same statement.
+func TestBatchInsertsOfOneShapeGoAsMultiRowInserts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFKFixture(ctx, t)
+	p1, p2, p3, c1, c2 := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		b := db.NewBatch(tx)
+		if err := insertAll(b, &ipParent{ID: p1, Name: "one"}, &ipParent{ID: p2, Name: tricky},
+			&ipChild{ID: c1, ParentID: p1, Body: "of one"}, &ipChild{ID: c2, ParentID: p2, Body: "of two"},
+			&ipParent{ID: p3, Name: "three"}); err != nil {
+			return err
+		}
+		if b.Len() != 3 {
+			t.Errorf("Len %d, want 3 statements (parents, children, parent)", b.Len())
+		}
+		if err := b.Exec(ctx, tx); err != nil {
+			return err
+		}
+		stmts := preparedStatements(ctx, t, tx, `WITH b0 AS (INSERT INTO "ip_parent"`)
+		want := `WITH b0 AS (INSERT INTO "ip_parent" ("id", "name") VALUES ($1, $2), ($3, $4)) , ` +
+			`b1 AS (INSERT INTO "ip_child" ("id", "parent_id", "body") VALUES ($5, $6, $7), ($8, $9, $10)) ` +
+			`INSERT INTO "ip_parent" ("id", "name") VALUES ($11, $12)`
+		if len(stmts) != 1 || stmts[0] != want {
+			t.Errorf("prepared statements %q, want [%q]", stmts, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parentName(ctx, t, f.d.Bun, p2); got != tricky {
+		t.Errorf("second parent's name %q, want %q", got, tricky)
+	}
+	if got := readChild(ctx, t, f.d.Bun, c2); got.ParentID != p2 || got.Body != "of two" {
+		t.Errorf("second child %+v", got)
+	}
+	if n := countRows(ctx, t, f.d.Bun, "ip_parent"); n != 5 {
+		t.Errorf("%d parents, want 5 (2 of the fixture, 3 inserted)", n)
+	}
+}
+
 // TestBatchUpdatesOfOneTableRunInOrder: a batch updating a table twice is not combined (two
 // updates of one row in one statement would not see each other); it runs statement by
 // statement, so each update sees the one before it.

@@ -95,20 +95,7 @@ func historyEntryOf(r db.OperationHistory) deferred.HistoryEntry {
 // recordAccepted writes the registry row of a newly accepted operation and its first history
 // entry through b, or at once when b is nil.
 func (s *Service) recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
-	subject, err := json.Marshal(h.Subject)
-	if err != nil {
-		return db.Operation{}, err
-	}
-	op := db.Operation{ID: h.OperationID, Kind: h.Kind, Owner: h.Owner, Status: string(h.Status), OrgID: orgID,
-		CreatedBy: userID, Subject: subject, CorrelationID: correlation, AcceptedAt: h.AcceptedAt,
-		ExpiresAt: h.ExpiresAt, RetryAfterSeconds: h.RetryAfterSeconds, UpdatedAt: h.AcceptedAt,
-	}
-	op.NextPollAt = s.nextPoll(op, h.AcceptedAt)
-	if !h.Cancel.IsCancelable() {
-		r := h.Cancel.UnavailableReason()
-		op.CancelUnavailableReason = &r
-	}
-	entry, err := nextHistory(&op, "")
+	op, entry, err := s.acceptedOperation(h, orgID, userID, correlation)
 	if err != nil {
 		return db.Operation{}, err
 	}
@@ -123,6 +110,29 @@ func (s *Service) recordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h
 		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
 	}
 	return op, nil
+}
+
+// acceptedOperation builds the registry row of a newly accepted operation and its first
+// history entry, for recordAccepted or a caller that writes many at once.
+func (s *Service) acceptedOperation(h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, db.OperationHistory, error) {
+	subject, err := json.Marshal(h.Subject)
+	if err != nil {
+		return db.Operation{}, db.OperationHistory{}, err
+	}
+	op := db.Operation{ID: h.OperationID, Kind: h.Kind, Owner: h.Owner, Status: string(h.Status), OrgID: orgID,
+		CreatedBy: userID, Subject: subject, CorrelationID: correlation, AcceptedAt: h.AcceptedAt,
+		ExpiresAt: h.ExpiresAt, RetryAfterSeconds: h.RetryAfterSeconds, UpdatedAt: h.AcceptedAt,
+	}
+	op.NextPollAt = s.nextPoll(op, h.AcceptedAt)
+	if !h.Cancel.IsCancelable() {
+		r := h.Cancel.UnavailableReason()
+		op.CancelUnavailableReason = &r
+	}
+	entry, err := nextHistory(&op, "")
+	if err != nil {
+		return db.Operation{}, db.OperationHistory{}, err
+	}
+	return op, entry, nil
 }
 
 // lockOperation locks a registry row and reads the transaction's clock and the org's webhook.

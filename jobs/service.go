@@ -79,6 +79,11 @@ type Service struct {
 	ownersMu sync.RWMutex
 	owners   map[string]Owner
 	stats    PollerStats
+
+	// group holds submits waiting for a shared transaction.
+	group submitGroup
+	// groupFault, when set (by tests), fails the write of a group of n submits.
+	groupFault func(n int) error
 }
 
 // NewService validates cfg and builds the insert-only River client that enqueues inside bun

@@ -132,10 +132,21 @@ func (r *SubmitRequest) requestHash() string {
 // Submit accepts a prompt: in one transaction the prompt entity, the queued job, the registry
 // row (pending) and the River job. A client mistake returns a ValidationError and writes
 // nothing.
+//
+// Submits without an Idempotency-Key may share their transaction with concurrent ones (see
+// submitGroup); with a key, the key's row decides what happens, in a transaction of its own.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
+	if req.IdempotencyKey == "" {
+		return s.submitGrouped(ctx, req)
+	}
+	return s.submitOne(ctx, req)
+}
+
+// submitOne submits a validated request in a transaction of its own.
+func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, error) {
 	var out Submitted
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if req.IdempotencyKey != "" {
@@ -162,18 +173,11 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 		}
 		// Everything after the River insert reaches the database in one round trip.
 		b := db.NewBatch(tx)
-		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: correlation,
-			ParentID: req.ParentID, CausationID: req.ParentID, TruthClass: "authored", StateClass: "open",
-			OrgID: req.Viewer.OrgID, CreatedBy: req.Viewer.UserID}
+		prompt, nj := req.accepted(promptID, correlation)
 		if err := b.Insert(&prompt); err != nil {
 			return fmt.Errorf("insert prompt: %w", err)
 		}
-		opts, _ := json.Marshal(req.Options)
-		job, handle, err := s.enqueueTx(ctx, tx, b, newJob{
-			promptID: promptID, priority: *req.Priority, maxAttempts: *req.MaxAttempts, options: opts,
-			orgID: req.Viewer.OrgID, userID: req.Viewer.UserID, correlation: correlation,
-			idempotencyKey: req.IdempotencyKey,
-		})
+		job, handle, err := s.enqueueTx(ctx, tx, b, nj)
 		if err != nil {
 			return err
 		}
@@ -191,6 +195,16 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 		return Submitted{}, err
 	}
 	return out, nil
+}
+
+// accepted is the prompt entity of a validated request and the job that will run it.
+func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, newJob) {
+	opts, _ := json.Marshal(r.Options)
+	return db.Entity{ID: promptID, Kind: "prompt", Body: r.Prompt, CorrelationID: correlation,
+			ParentID: r.ParentID, CausationID: r.ParentID, TruthClass: "authored", StateClass: "open",
+			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
+		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
+			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -279,44 +293,69 @@ const vehicleMaxAttempts = 25
 // the other writes go through b, or run at once when b is nil.
 func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJob) (db.Job, deferred.Handle, error) {
 	jobID := uuid.New()
+	v := nj.vehicle(jobID)
+	res, err := s.insert.InsertTx(ctx, tx.Tx, v.Args, v.InsertOpts)
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("enqueue river job: %w", err)
+	}
+	rows, err := s.queuedRowsOf(nj, jobID, res.Job.ID, res.Job.CreatedAt)
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, err
+	}
+	w := writesTo(tx, b)
+	for _, model := range []any{&rows.op, &rows.history, &rows.job, rows.event} {
+		if err := w.insert(model); err != nil {
+			return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
+	}
+	return rows.job, rows.handle, nil
+}
+
+// vehicle is the River job that carries the job jobID of nj to a worker.
+func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
+	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority}, InsertOpts: &river.InsertOpts{
+		Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
+	}}
+}
+
+// queuedRows are the rows that make a job queued: its registry row (pending) with the first
+// history entry, the job, and its change-feed event; handle is the operation's handle.
+type queuedRows struct {
+	op      db.Operation
+	history db.OperationHistory
+	job     db.Job
+	event   *db.Event
+	handle  deferred.Handle
+}
+
+// queuedRowsOf builds the queued rows of nj as job jobID, carried by River job riverID, which
+// River dated now: the start of the transaction, the clock every timestamp written in it uses.
+func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now time.Time) (queuedRows, error) {
 	subject := map[string]string{"prompt_id": nj.promptID.String(), "job_id": jobID.String()}
 	key := ""
 	if nj.idempotencyKey != "" {
 		key = fmt.Sprintf("%d:%s", nj.userID, nj.idempotencyKey)
 	}
-	res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: jobID, Priority: nj.priority}, &river.InsertOpts{
-		Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
-	})
-	if err != nil {
-		return db.Job{}, deferred.Handle{}, fmt.Errorf("enqueue river job: %w", err)
-	}
-	// River dates its row with now(): the start of this transaction, the clock every other
-	// timestamp written here uses.
-	now := res.Job.CreatedAt
 	handle, err := deferred.NewHandle(deferred.HandleRequest{Kind: KindPromptExecute, Owner: OwnerPromptRuntime,
 		Subject: subject, IdempotencyKey: key, CorrelationID: nj.correlation.String(),
 		RetryAfterSeconds: DefaultRetryAfterSeconds}, s.cfg.Policy, now)
 	if err != nil {
-		return db.Job{}, deferred.Handle{}, fmt.Errorf("build operation handle: %w", err)
+		return queuedRows{}, fmt.Errorf("build operation handle: %w", err)
 	}
-	riverID := res.Job.ID
-	job := db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
+	r := queuedRows{handle: handle}
+	r.job = db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
 		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
 		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now}
-	w := writesTo(tx, b)
-	if _, err := s.recordAccepted(ctx, tx, w.b, handle, nj.orgID, nj.userID, nj.correlation); err != nil {
-		return db.Job{}, deferred.Handle{}, err
+	if r.op, r.history, err = s.acceptedOperation(handle, nj.orgID, nj.userID, nj.correlation); err != nil {
+		return queuedRows{}, fmt.Errorf("register operation %s: %w", handle.OperationID, err)
 	}
-	if err := w.insert(&job); err != nil {
-		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
+	if r.event, err = jobEventRow(r.job, string(deferred.StatusPending)); err != nil {
+		return queuedRows{}, err
 	}
-	if err := publishJob(ctx, tx, w.b, job, string(deferred.StatusPending)); err != nil {
-		return db.Job{}, deferred.Handle{}, err
-	}
-	if err := w.flush(ctx); err != nil {
-		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
-	}
-	return job, handle, nil
+	return r, nil
 }
 
 // txNow is the transaction's clock, so every timestamp written in it agrees.

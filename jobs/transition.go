@@ -217,18 +217,27 @@ type JobEvent struct {
 
 // publishJob writes the job's change-feed event through b, or at once when b is nil.
 func publishJob(ctx context.Context, tx bun.IDB, b *db.Batch, job db.Job, opStatus string) error {
-	payload, err := json.Marshal(JobEvent{PromptID: job.PromptID, JobID: job.ID, State: job.State, Attempt: job.Attempt,
-		ErrorKind: job.ErrorKind, ResponseID: job.ResponseID, UpdatedAt: job.UpdatedAt.UTC(),
-		OperationID: job.OperationID, OperationStatus: opStatus, Priority: job.Priority})
+	row, err := jobEventRow(job, opStatus)
 	if err != nil {
 		return err
 	}
 	w := writesTo(tx, b)
-	if err := w.insert(feed.Row(feed.Event{Topic: feed.TopicJob, OrgID: job.OrgID, UserID: job.CreatedBy,
-		PromptID: &job.PromptID, JobID: &job.ID, OperationID: job.OperationID, Payload: payload})); err != nil {
+	if err := w.insert(row); err != nil {
 		return fmt.Errorf("publish job event: %w", err)
 	}
 	return w.flush(ctx)
+}
+
+// jobEventRow is the change-feed row publishJob writes.
+func jobEventRow(job db.Job, opStatus string) (*db.Event, error) {
+	payload, err := json.Marshal(JobEvent{PromptID: job.PromptID, JobID: job.ID, State: job.State, Attempt: job.Attempt,
+		ErrorKind: job.ErrorKind, ResponseID: job.ResponseID, UpdatedAt: job.UpdatedAt.UTC(),
+		OperationID: job.OperationID, OperationStatus: opStatus, Priority: job.Priority})
+	if err != nil {
+		return nil, fmt.Errorf("publish job event: %w", err)
+	}
+	return feed.Row(feed.Event{Topic: feed.TopicJob, OrgID: job.OrgID, UserID: job.CreatedBy,
+		PromptID: &job.PromptID, JobID: &job.ID, OperationID: job.OperationID, Payload: payload}), nil
 }
 
 // audit writes one structural audit row.

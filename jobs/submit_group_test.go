@@ -1,0 +1,214 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+)
+
+// jobTimes reads the created_at of each job: the start of the transaction that wrote it.
+func jobTimes(t *testing.T, s *Service, ids []uuid.UUID) map[uuid.UUID]time.Time {
+	t.Helper()
+	var rows []db.Job
+	if err := s.db.NewSelect().Model(&rows).Where("id IN (?)", bun.In(ids)).Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := map[uuid.UUID]time.Time{}
+	for _, j := range rows {
+		out[j.ID] = j.CreatedAt
+	}
+	return out
+}
+
+func distinct(times map[uuid.UUID]time.Time) int {
+	seen := map[time.Time]bool{}
+	for _, at := range times {
+		seen[at] = true
+	}
+	return len(seen)
+}
+
+// TestConcurrentSubmitsShareTransactions: submits that arrive while every flusher is busy wait
+// and then go in shared transactions of at most groupMax: 48 waiting submits take exactly two
+// transactions (32 + 16), and each is complete: prompt, job on its own River vehicle,
+// registry row at its first history entry, event.
+func TestConcurrentSubmitsShareTransactions(t *testing.T) {
+	t.Parallel()
+	s, d, org, user := newInternalService(t, "group")
+	ctx := context.Background()
+	// Every flusher looks busy, so the submits queue up.
+	s.group.mu.Lock()
+	s.group.active = groupFlushers
+	s.group.mu.Unlock()
+	const n = 48
+	subs := make([]Submitted, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subs[i], errs[i] = s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: fmt.Sprintf("grouped %d", i)})
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.group.mu.Lock()
+		waiting := len(s.group.pending)
+		s.group.mu.Unlock()
+		if waiting == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d submits waiting, want %d", waiting, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// One flusher starts now: it takes them all, groupMax at a time.
+	go s.flushGroups(ctx)
+	wg.Wait()
+	ids := make([]uuid.UUID, n)
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("submit %d: %v", i, errs[i])
+		}
+		ids[i] = subs[i].JobID
+	}
+	times := jobTimes(t, s, ids)
+	if len(times) != n || distinct(times) != 2 {
+		t.Errorf("%d jobs written in %d transactions, want %d in 2", len(times), distinct(times), n)
+	}
+	for i, sub := range subs {
+		var prompt db.Entity
+		if err := d.Bun.NewSelect().Model(&prompt).Where("id = ?", sub.PromptID).Scan(ctx); err != nil {
+			t.Fatalf("prompt of submit %d: %v", i, err)
+		}
+		if prompt.Body != fmt.Sprintf("grouped %d", i) {
+			t.Errorf("submit %d wrote prompt %q", i, prompt.Body)
+		}
+	}
+	for query, want := range map[string]int{
+		"SELECT count(DISTINCT river_job_id) FROM sa_job WHERE state = 'queued'":                             n,
+		"SELECT count(*) FROM river_job WHERE kind = 'prompt.execute'":                                       n,
+		"SELECT count(*) FROM sa_operation WHERE status = 'pending' AND history_seq = 1":                     n,
+		"SELECT count(*) FROM sa_operation_history WHERE seq = 1 AND status = 'pending'":                     n,
+		"SELECT count(*) FROM sa_event WHERE payload->>'state' = 'queued'":                                   n,
+		"SELECT count(*) FROM sa_job j JOIN sa_operation o ON o.id = j.operation_id AND o.org_id = j.org_id": n,
+	} {
+		var got int
+		if err := d.Bun.QueryRowContext(ctx, query).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: %d, want %d", query, got, want)
+		}
+	}
+}
+
+// TestGroupAnswersEachSubmitOnItsOwn: in one group, a submit naming a parent its user cannot
+// see gets its validation error and writes nothing, while the others are written, a child of
+// a visible parent in that parent's correlation.
+func TestGroupAnswersEachSubmitOnItsOwn(t *testing.T) {
+	t.Parallel()
+	s, d, org, user := newInternalService(t, "answers")
+	ctx := context.Background()
+	other, err := s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: "a parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stranger, strangerUser int64
+	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES ('stranger-org') RETURNING id").Scan(&stranger); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO users (org_id, name, role) VALUES (?, 'stranger', 'member') RETURNING id",
+		stranger).Scan(&strangerUser); err != nil {
+		t.Fatal(err)
+	}
+	req := func(v Viewer, text string, parent *uuid.UUID) *pendingSubmit {
+		r := SubmitRequest{Viewer: v, Prompt: text, ParentID: parent}
+		if err := r.validate(); err != nil {
+			t.Fatal(err)
+		}
+		return &pendingSubmit{ctx: ctx, req: r, done: make(chan submitOutcome, 1)}
+	}
+	batch := []*pendingSubmit{
+		req(Viewer{OrgID: org, UserID: user}, "child", &other.PromptID),
+		req(Viewer{OrgID: stranger, UserID: strangerUser}, "nosy", &other.PromptID),
+		req(Viewer{OrgID: stranger, UserID: strangerUser}, "alone", nil),
+	}
+	s.flushGroup(ctx, batch)
+	child, nosy, alone := <-batch[0].done, <-batch[1].done, <-batch[2].done
+	var verr *ValidationError
+	if !errors.As(nosy.err, &verr) || verr.Fields["parent_id"] == "" {
+		t.Errorf("submit naming another org's parent: %v, want a parent_id validation error", nosy.err)
+	}
+	if child.err != nil || alone.err != nil {
+		t.Fatalf("the others: %v, %v", child.err, alone.err)
+	}
+	var prompt db.Entity
+	if err := d.Bun.NewSelect().Model(&prompt).Where("id = ?", child.sub.PromptID).Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if prompt.ParentID == nil || *prompt.ParentID != other.PromptID || prompt.CorrelationID != other.PromptID {
+		t.Errorf("child prompt: parent %v correlation %s, want both %s", prompt.ParentID, prompt.CorrelationID, other.PromptID)
+	}
+	if times := jobTimes(t, s, []uuid.UUID{child.sub.JobID, alone.sub.JobID}); len(times) != 2 || distinct(times) != 1 {
+		t.Errorf("the two accepted submits: %v, want both written by one transaction", times)
+	}
+	var prompts int
+	if err := d.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_entity WHERE body = 'nosy'").Scan(&prompts); err != nil || prompts != 0 {
+		t.Errorf("refused submit left %d prompts (err %v)", prompts, err)
+	}
+}
+
+// TestFailedGroupRetriesEachSubmitAlone: when a group's transaction fails, nothing of it is
+// written and each submit gets a transaction of its own, so the others do not share one
+// submit's failure.
+func TestFailedGroupRetriesEachSubmitAlone(t *testing.T) {
+	t.Parallel()
+	s, _, org, user := newInternalService(t, "fallback")
+	ctx := context.Background()
+	var groups []int
+	s.groupFault = func(n int) error {
+		groups = append(groups, n)
+		if n > 1 {
+			return errors.New("injected failure of a shared transaction")
+		}
+		return nil
+	}
+	var batch []*pendingSubmit
+	for i := range 3 {
+		r := SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: fmt.Sprintf("retried %d", i)}
+		if err := r.validate(); err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, &pendingSubmit{ctx: ctx, req: r, done: make(chan submitOutcome, 1)})
+	}
+	s.flushGroup(ctx, batch)
+	var ids []uuid.UUID
+	for i, p := range batch {
+		out := <-p.done
+		if out.err != nil {
+			t.Fatalf("submit %d: %v", i, out.err)
+		}
+		ids = append(ids, out.sub.JobID)
+	}
+	if len(groups) != 1 || groups[0] != 3 {
+		t.Errorf("groups written: %v, want one of 3 (then each submit alone)", groups)
+	}
+	if times := jobTimes(t, s, ids); len(times) != 3 || distinct(times) != 3 {
+		t.Errorf("jobs %v, want 3 written by 3 transactions", times)
+	}
+	var jobs int
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM sa_job").Scan(&jobs); err != nil || jobs != 3 {
+		t.Errorf("%d jobs in all (err %v), want 3: the failed group wrote nothing", jobs, err)
+	}
+}
