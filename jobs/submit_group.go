@@ -87,8 +87,21 @@ func (s *Service) flushGroups(ctx context.Context) {
 
 // flushGroup writes batch in one transaction and answers each submit. When the transaction
 // fails, nothing of it was written, and each submit is tried again in a transaction of its
-// own, so one submit's failure never becomes another's.
+// own, so one submit's failure never becomes another's. A panic while writing (which the HTTP
+// server's recovery cannot see from this goroutine) answers every submit not yet answered
+// with an error instead of leaving it waiting.
 func (s *Service) flushGroup(ctx context.Context, batch []*pendingSubmit) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("submit group panicked", "panic", r, "submits", len(batch))
+			for _, p := range batch {
+				select {
+				case p.done <- submitOutcome{err: fmt.Errorf("submit prompt: %v", r)}:
+				default: // answered already
+				}
+			}
+		}
+	}()
 	live := batch[:0:0]
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {

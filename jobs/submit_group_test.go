@@ -212,3 +212,36 @@ func TestFailedGroupRetriesEachSubmitAlone(t *testing.T) {
 		t.Errorf("%d jobs in all (err %v), want 3: the failed group wrote nothing", jobs, err)
 	}
 }
+
+// TestPanickingGroupAnswersEverySubmit: a panic while a group is written (here from the fault
+// hook) answers each of its submits with an error rather than leaving them waiting, and the
+// service goes on accepting submits.
+func TestPanickingGroupAnswersEverySubmit(t *testing.T) {
+	t.Parallel()
+	s, _, org, user := newInternalService(t, "panic")
+	ctx := context.Background()
+	s.groupFault = func(int) error { panic("injected panic in a group write") }
+	var batch []*pendingSubmit
+	for i := range 2 {
+		r := SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: fmt.Sprintf("panicked %d", i)}
+		if err := r.validate(); err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, &pendingSubmit{ctx: ctx, req: r, done: make(chan submitOutcome, 1)})
+	}
+	s.flushGroup(ctx, batch)
+	for i, p := range batch {
+		select {
+		case out := <-p.done:
+			if out.err == nil {
+				t.Errorf("submit %d answered without an error after the panic", i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("submit %d never answered", i)
+		}
+	}
+	s.groupFault = nil
+	if _, err := s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: "after the panic"}); err != nil {
+		t.Fatalf("submit after the panic: %v", err)
+	}
+}
