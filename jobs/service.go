@@ -80,8 +80,8 @@ type Service struct {
 	owners   map[string]Owner
 	stats    PollerStats
 
-	// group holds submits waiting for a shared transaction.
-	group submitGroup
+	// submits gathers concurrent submits into shared transactions.
+	submits *txGroup[SubmitRequest, Submitted]
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 }
@@ -130,6 +130,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
 	}
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{}}
+	s.submits = s.newSubmitGroup()
 	s.RegisterOwner(promptOwner{s})
 	s.RegisterOwner(deliveryOwner{s})
 	s.RegisterOwner(chainOwner{s})

@@ -134,13 +134,13 @@ func (r *SubmitRequest) requestHash() string {
 // nothing.
 //
 // Submits without an Idempotency-Key may share their transaction with concurrent ones (see
-// submitGroup); with a key, the key's row decides what happens, in a transaction of its own.
+// txGroup); with a key, the key's row decides what happens, in a transaction of its own.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
 	if req.IdempotencyKey == "" {
-		return s.submitGrouped(ctx, req)
+		return s.submits.do(ctx, s, req)
 	}
 	return s.submitOne(ctx, req)
 }

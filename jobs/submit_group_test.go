@@ -37,7 +37,7 @@ func distinct(times map[uuid.UUID]time.Time) int {
 }
 
 // TestConcurrentSubmitsShareTransactions: submits that arrive while every flusher is busy wait
-// and then go in shared transactions of at most groupMax: 48 waiting submits take exactly two
+// and then go in shared transactions of at most submitMax: 48 waiting submits take exactly two
 // transactions (32 + 16), and each is complete: prompt, job on its own River vehicle,
 // registry row at its first history entry, event.
 func TestConcurrentSubmitsShareTransactions(t *testing.T) {
@@ -45,9 +45,9 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 	s, d, org, user := newInternalService(t, "group")
 	ctx := context.Background()
 	// Every flusher looks busy, so the submits queue up.
-	s.group.mu.Lock()
-	s.group.active = groupFlushers
-	s.group.mu.Unlock()
+	s.submits.mu.Lock()
+	s.submits.active = s.submits.writers
+	s.submits.mu.Unlock()
 	const n = 48
 	subs := make([]Submitted, n)
 	errs := make([]error, n)
@@ -61,9 +61,9 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.group.mu.Lock()
-		waiting := len(s.group.pending)
-		s.group.mu.Unlock()
+		s.submits.mu.Lock()
+		waiting := len(s.submits.pending)
+		s.submits.mu.Unlock()
 		if waiting == n {
 			break
 		}
@@ -72,8 +72,8 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// One flusher starts now: it takes them all, groupMax at a time.
-	go s.flushGroups(ctx)
+	// One flusher starts now: it takes them all, submitMax at a time.
+	go s.submits.run(ctx, s)
 	wg.Wait()
 	ids := make([]uuid.UUID, n)
 	for i := range n {
@@ -137,14 +137,14 @@ func TestGroupAnswersEachSubmitOnItsOwn(t *testing.T) {
 		if err := r.validate(); err != nil {
 			t.Fatal(err)
 		}
-		return &pendingSubmit{ctx: ctx, req: r, done: make(chan submitOutcome, 1)}
+		return newGroupWait[SubmitRequest, Submitted](ctx, r)
 	}
 	batch := []*pendingSubmit{
 		req(Viewer{OrgID: org, UserID: user}, "child", &other.PromptID),
 		req(Viewer{OrgID: stranger, UserID: strangerUser}, "nosy", &other.PromptID),
 		req(Viewer{OrgID: stranger, UserID: strangerUser}, "alone", nil),
 	}
-	s.flushGroup(ctx, batch)
+	s.submits.flush(ctx, s, batch)
 	child, nosy, alone := <-batch[0].done, <-batch[1].done, <-batch[2].done
 	var verr *ValidationError
 	if !errors.As(nosy.err, &verr) || verr.Fields["parent_id"] == "" {
@@ -154,13 +154,13 @@ func TestGroupAnswersEachSubmitOnItsOwn(t *testing.T) {
 		t.Fatalf("the others: %v, %v", child.err, alone.err)
 	}
 	var prompt db.Entity
-	if err := d.Bun.NewSelect().Model(&prompt).Where("id = ?", child.sub.PromptID).Scan(ctx); err != nil {
+	if err := d.Bun.NewSelect().Model(&prompt).Where("id = ?", child.res.PromptID).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if prompt.ParentID == nil || *prompt.ParentID != other.PromptID || prompt.CorrelationID != other.PromptID {
 		t.Errorf("child prompt: parent %v correlation %s, want both %s", prompt.ParentID, prompt.CorrelationID, other.PromptID)
 	}
-	if times := jobTimes(t, s, []uuid.UUID{child.sub.JobID, alone.sub.JobID}); len(times) != 2 || distinct(times) != 1 {
+	if times := jobTimes(t, s, []uuid.UUID{child.res.JobID, alone.res.JobID}); len(times) != 2 || distinct(times) != 1 {
 		t.Errorf("the two accepted submits: %v, want both written by one transaction", times)
 	}
 	var prompts int
@@ -190,16 +190,16 @@ func TestFailedGroupRetriesEachSubmitAlone(t *testing.T) {
 		if err := r.validate(); err != nil {
 			t.Fatal(err)
 		}
-		batch = append(batch, &pendingSubmit{ctx: ctx, req: r, done: make(chan submitOutcome, 1)})
+		batch = append(batch, newGroupWait[SubmitRequest, Submitted](ctx, r))
 	}
-	s.flushGroup(ctx, batch)
+	s.submits.flush(ctx, s, batch)
 	var ids []uuid.UUID
 	for i, p := range batch {
 		out := <-p.done
 		if out.err != nil {
 			t.Fatalf("submit %d: %v", i, out.err)
 		}
-		ids = append(ids, out.sub.JobID)
+		ids = append(ids, out.res.JobID)
 	}
 	if len(groups) != 1 || groups[0] != 3 {
 		t.Errorf("groups written: %v, want one of 3 (then each submit alone)", groups)
@@ -227,9 +227,9 @@ func TestPanickingGroupAnswersEverySubmit(t *testing.T) {
 		if err := r.validate(); err != nil {
 			t.Fatal(err)
 		}
-		batch = append(batch, &pendingSubmit{ctx: ctx, req: r, done: make(chan submitOutcome, 1)})
+		batch = append(batch, newGroupWait[SubmitRequest, Submitted](ctx, r))
 	}
-	s.flushGroup(ctx, batch)
+	s.submits.flush(ctx, s, batch)
 	for i, p := range batch {
 		select {
 		case out := <-p.done:
