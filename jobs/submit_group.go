@@ -27,7 +27,7 @@ type pendingSubmit = groupWait[SubmitRequest, Submitted]
 
 // newSubmitGroup is the service's group of submits.
 func (s *Service) newSubmitGroup() *txGroup[SubmitRequest, Submitted] {
-	return &txGroup[SubmitRequest, Submitted]{writers: submitWriters, max: submitMax, write: s.writeGroup,
+	return &txGroup[SubmitRequest, Submitted]{writers: submitWriters, max: submitMax, write: s.writeSubmits,
 		alone: s.submitOne, what: "submit prompt"}
 }
 
@@ -40,10 +40,10 @@ type groupedPrompt struct {
 	rows   queuedRows
 }
 
-// writeGroup writes the submits of batch in tx and records each one's outcome: a submit whose
+// writeSubmits writes the submits of batch in tx and records each one's outcome: a submit whose
 // parent is not visible gets its validation error and writes nothing; the others are written
-// together (see the comment at the top of this file).
-func (s *Service) writeGroup(ctx context.Context, tx bun.Tx, batch []*pendingSubmit, outcomes []groupOutcome[Submitted]) error {
+// together (see txGroup).
+func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingSubmit, outcomes []groupOutcome[Submitted]) error {
 	parents, err := s.parentsOf(ctx, tx, batch)
 	if err != nil {
 		return err
