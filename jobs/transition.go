@@ -60,8 +60,8 @@ func is(sql string, args ...any) clause { return clause{sql: sql, args: args} }
 var errNoChange = errors.New("job not in an expected state")
 
 // statement writes ch as one UPDATE of the job that returns the row it wrote beside its
-// operation's row, locked, with ? placeholders. Its text depends only
-// on the shape of the change, never on its values, so the connection keeps it prepared.
+// operation's row, locked, with ? placeholders. Its text depends only on the shape of the
+// change, never on its values, so the connection keeps it prepared.
 func (ch change) statement() (string, []any) {
 	var q strings.Builder
 	args := []any{string(ch.to)}
