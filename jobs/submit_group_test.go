@@ -28,6 +28,20 @@ func jobTimes(t *testing.T, s *Service, ids []uuid.UUID) map[uuid.UUID]time.Time
 	return out
 }
 
+// waitingSubmits is n validated submits of v, prompts "<label> <i>", about to join a group.
+func waitingSubmits(t *testing.T, ctx context.Context, v Viewer, label string, n int) []*pendingSubmit {
+	t.Helper()
+	var batch []*pendingSubmit
+	for i := range n {
+		r := SubmitRequest{Viewer: v, Prompt: fmt.Sprintf("%s %d", label, i)}
+		if err := r.validate(); err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, newGroupWait[SubmitRequest, Submitted](ctx, r))
+	}
+	return batch
+}
+
 func distinct(times map[uuid.UUID]time.Time) int {
 	seen := map[time.Time]bool{}
 	for _, at := range times {
@@ -184,14 +198,7 @@ func TestFailedGroupRetriesEachSubmitAlone(t *testing.T) {
 		}
 		return nil
 	}
-	var batch []*pendingSubmit
-	for i := range 3 {
-		r := SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: fmt.Sprintf("retried %d", i)}
-		if err := r.validate(); err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, newGroupWait[SubmitRequest, Submitted](ctx, r))
-	}
+	batch := waitingSubmits(t, ctx, Viewer{OrgID: org, UserID: user}, "retried", 3)
 	s.submits.flush(ctx, s, batch)
 	var ids []uuid.UUID
 	for i, p := range batch {
@@ -221,14 +228,7 @@ func TestPanickingGroupAnswersEverySubmit(t *testing.T) {
 	s, _, org, user := newInternalService(t, "panic")
 	ctx := context.Background()
 	s.groupFault = func(int) error { panic("injected panic in a group write") }
-	var batch []*pendingSubmit
-	for i := range 2 {
-		r := SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: fmt.Sprintf("panicked %d", i)}
-		if err := r.validate(); err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, newGroupWait[SubmitRequest, Submitted](ctx, r))
-	}
+	batch := waitingSubmits(t, ctx, Viewer{OrgID: org, UserID: user}, "panicked", 2)
 	s.submits.flush(ctx, s, batch)
 	for i, p := range batch {
 		select {
