@@ -55,8 +55,9 @@ type Hub struct {
 	poke     chan struct{}
 	ready    chan struct{}
 	readyOne sync.Once
-	// probeEvery and tickEvery are the probe and catch-up intervals (tests stretch them).
-	probeEvery, tickEvery time.Duration
+	// probeEvery and tickEvery are the probe and catch-up intervals (tests stretch them);
+	// probeIdle is the longest gap probes stretch to while they find nothing.
+	probeEvery, probeIdle, tickEvery time.Duration
 }
 
 // NewHub returns a hub; Run must be running for subscribers to receive anything.
@@ -66,7 +67,7 @@ func NewHub(pool *pgxpool.Pool, bunDB *bun.DB, log *slog.Logger) *Hub {
 	}
 	return &Hub{pool: pool, db: bunDB, log: log, subs: map[*Subscription]struct{}{},
 		kick: make(chan struct{}, 1), sequence: make(chan struct{}, 1), poke: make(chan struct{}, 1), ready: make(chan struct{}),
-		probeEvery: probeEvery, tickEvery: time.Second}
+		probeEvery: probeEvery, probeIdle: probeIdle, tickEvery: time.Second}
 }
 
 // Ready is closed once the hub listens and knows its starting point.
@@ -174,13 +175,30 @@ func signal(c chan struct{}) {
 }
 
 // probeEvery is how often a hub looks for committed events to number (writers do not notify;
-// see Publish). The probe is one index-only query.
-const probeEvery = 10 * time.Millisecond
+// see Publish) while there are some. The probe is one index-only query, but a hundred a second
+// from every idle server kept a tenth of a core busy between its process and PostgreSQL; so
+// each probe that finds nothing doubles the gap to the next, up to probeIdle, and one that
+// finds events goes back to probeEvery. Events of this process do not wait for a probe (its
+// commits poke the hub); the probe serves writers without a hub (run-worker, the command line),
+// whose first event after a quiet spell is numbered within probeIdle.
+const (
+	probeEvery = 10 * time.Millisecond
+	probeIdle  = 100 * time.Millisecond
+)
+
+// nextProbeGap is the gap after a probe that waited gap and found (or not) events to number.
+func nextProbeGap(gap, every, idle time.Duration, found bool) time.Duration {
+	if found {
+		return every
+	}
+	return min(2*gap, max(idle, every))
+}
 
 func (h *Hub) workLoop(ctx context.Context) {
 	tick := time.NewTicker(h.tickEvery)
 	defer tick.Stop()
-	probe := time.NewTicker(h.probeEvery)
+	gap := h.probeEvery
+	probe := time.NewTimer(gap)
 	defer probe.Stop()
 	var last time.Time         // when the sequencer last ran
 	var paced <-chan time.Time // a poke waiting for pokeGap to pass
@@ -199,9 +217,12 @@ func (h *Hub) workLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-probe.C:
-			if ok, err := Pending(ctx, h.db); err == nil && ok {
+			ok, err := Pending(ctx, h.db)
+			if err == nil && ok {
 				signal(h.sequence)
 			}
+			gap = nextProbeGap(gap, h.probeEvery, h.probeIdle, err == nil && ok)
+			probe.Reset(gap)
 		case <-h.poke:
 			if wait := pokeGap - time.Since(last); wait > 0 {
 				if paced == nil {

@@ -62,9 +62,16 @@ func TestPokeNumbersAndDeliversAtOnce(t *testing.T) {
 // test.
 func startQuietHub(t *testing.T) (*Hub, *dbtest.DB, context.Context) {
 	t.Helper()
+	return startHub(t, func(h *Hub) { h.probeEvery, h.tickEvery = time.Hour, time.Hour })
+}
+
+// startHub runs a hub, set up by configure before it starts, on a fresh database; it stops
+// with the test.
+func startHub(t *testing.T, configure func(*Hub)) (*Hub, *dbtest.DB, context.Context) {
+	t.Helper()
 	d := dbtest.New(t)
 	h := NewHub(d.Pool, d.Bun, nil)
-	h.probeEvery, h.tickEvery = time.Hour, time.Hour
+	configure(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = h.Run(ctx) }()
