@@ -255,6 +255,7 @@ func (s *Service) SubmitChain(ctx context.Context, req ChainRequest) (ChainAccep
 	if err := req.validate(); err != nil {
 		return ChainAccepted{}, err
 	}
+	defer s.intake.enter()()
 	var out ChainAccepted
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		hash := req.requestHash()

@@ -63,6 +63,10 @@ type Config struct {
 	Wait func(backoff time.Duration) time.Duration
 	// Delivery configures webhook delivery of succeeded responses (delivery.go).
 	Delivery DeliveryConfig
+	// IntakeYield is the longest a worker of this process delays the start of a job while
+	// submits of this process are in flight (see intake); zero never delays. The command line
+	// sets DefaultIntakeYield unless configured otherwise.
+	IntakeYield time.Duration
 }
 
 // Service is the execution core shared by the API, the workers and the command line.
@@ -80,6 +84,8 @@ type Service struct {
 	owners   map[string]Owner
 	stats    PollerStats
 
+	// intake puts this process's submits before its workers' job starts.
+	intake *intake
 	// submits gathers concurrent submits into shared transactions.
 	submits *txGroup[SubmitRequest, Submitted]
 	// groupFault, when set (by tests), fails the write of a group of n submits.
@@ -129,7 +135,8 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{}}
+	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{},
+		intake: newIntake(cfg.IntakeYield)}
 	s.submits = s.newSubmitGroup()
 	s.RegisterOwner(promptOwner{s})
 	s.RegisterOwner(deliveryOwner{s})

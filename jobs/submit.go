@@ -139,6 +139,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
+	defer s.intake.enter()()
 	if req.IdempotencyKey == "" {
 		return s.submits.do(ctx, s, req)
 	}

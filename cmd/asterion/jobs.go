@@ -15,7 +15,9 @@ import (
 // design's (30 s heartbeat, 5 min stale, 15 min stuck).
 type jobsSettings struct {
 	heartbeat, staleAfter, stuckAfter, reclaimEvery, jobTimeout, maxTTL time.Duration
-	workers                                                             int
+	// intakeYield may be zero: workers then never wait for submits.
+	intakeYield time.Duration
+	workers     int
 }
 
 func (c *cli) jobsSettings() (jobsSettings, error) {
@@ -40,6 +42,15 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 		jobTimeout:   dur("ASTERION_JOB_TIMEOUT", provider.DefaultOpenAITimeout+30*time.Second),
 		maxTTL:       dur("ASTERION_OPERATION_MAX_TTL", deferred.DefaultMaxTTL),
 		workers:      10,
+		intakeYield:  jobs.DefaultIntakeYield,
+	}
+	if v := c.getenv("ASTERION_INTAKE_YIELD"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Minute {
+			errs = append(errs, fmt.Errorf("ASTERION_INTAKE_YIELD: want a duration from 0 to 1m like 100ms, got %q", v))
+		} else {
+			st.intakeYield = d
+		}
 	}
 	if v := c.getenv("ASTERION_WORKERS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -62,7 +73,8 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
 	policy.MaxTTL = st.maxTTL
 	policy.DefaultTTL = st.maxTTL
 	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
-		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter})
+		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
+		IntakeYield: st.intakeYield})
 }
 
 // newRuntime builds a worker pool.
