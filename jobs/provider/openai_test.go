@@ -58,11 +58,32 @@ func (cs *chatServer) requests() []capturedRequest {
 // newTestOpenAI returns a provider talking to base with the test key.
 func newTestOpenAI(t *testing.T, base string, timeout time.Duration) *OpenAI {
 	t.Helper()
-	o, err := NewOpenAI(OpenAIConfig{BaseURL: base + "/v1", APIKey: testAPIKey, Model: "gpt-test", Timeout: timeout})
+	return newTestOpenAIWithClient(t, base, timeout, nil)
+}
+
+// newTestOpenAIWithClient is newTestOpenAI sending through client (nil: the default).
+func newTestOpenAIWithClient(t *testing.T, base string, timeout time.Duration, client *http.Client) *OpenAI {
+	t.Helper()
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: base + "/v1", APIKey: testAPIKey, Model: "gpt-test", Timeout: timeout,
+		HTTPClient: client})
 	if err != nil {
 		t.Fatalf("NewOpenAI: %v", err)
 	}
 	return o
+}
+
+// afterHeaders is a transport that calls then once a response's headers have arrived.
+type afterHeaders struct {
+	base http.RoundTripper
+	then func()
+}
+
+func (a afterHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(r)
+	if err == nil {
+		a.then()
+	}
+	return resp, err
 }
 
 // reply answers with status, headers and body.
@@ -290,8 +311,12 @@ func TestOpenAITimeoutsAndCancellation(t *testing.T) {
 		wantKind     ErrorKind
 		wantCanceled bool
 		wantStatus   int
+		// cancelOnHeaders cancels the call as soon as the response headers are in, so the
+		// cancellation always lands while the body is being read, however slow the machine.
+		cancelOnHeaders bool
 	}{
-		{name: "slow body past the timeout", handler: slowBody, timeout: 200 * time.Millisecond,
+		// A second leaves the headers (sent at once) time to arrive on a loaded machine.
+		{name: "slow body past the timeout", handler: slowBody, timeout: time.Second,
 			ctx: background, wantKind: KindTimeout, wantStatus: 200},
 		{name: "slow headers past the timeout", handler: slowHeaders, timeout: 200 * time.Millisecond,
 			ctx: background, wantKind: KindTimeout},
@@ -302,14 +327,22 @@ func TestOpenAITimeoutsAndCancellation(t *testing.T) {
 		{name: "caller cancels while waiting for headers", handler: slowHeaders, timeout: time.Minute,
 			ctx: cancelAfter(100 * time.Millisecond), wantKind: KindUnknown, wantCanceled: true},
 		{name: "caller cancels while reading the body", handler: slowBody, timeout: time.Minute,
-			ctx: cancelAfter(100 * time.Millisecond), wantKind: KindUnknown, wantCanceled: true, wantStatus: 200},
+			cancelOnHeaders: true, wantKind: KindUnknown, wantCanceled: true, wantStatus: 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newChatServer(t, tt.handler)
 			o := newTestOpenAI(t, srv.URL, tt.timeout)
-			ctx, cancel := tt.ctx()
+			var ctx context.Context
+			var cancel context.CancelFunc
+			if tt.cancelOnHeaders {
+				ctx, cancel = context.WithCancel(context.Background())
+				o = newTestOpenAIWithClient(t, srv.URL, tt.timeout,
+					&http.Client{Transport: afterHeaders{base: http.DefaultTransport, then: cancel}})
+			} else {
+				ctx, cancel = tt.ctx()
+			}
 			defer cancel()
 			start := time.Now()
 			_, err := o.Complete(ctx, Request{Text: "hi"})
