@@ -334,15 +334,7 @@ func TestScopeAndReplay(t *testing.T) {
 func startHub(t *testing.T, d *dbtest.DB) *feed.Hub {
 	t.Helper()
 	h := feed.NewHub(d.Pool, d.Bun, discard)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-h.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("hub never ready")
-	}
+	feed.RunHub(t, h)
 	return h
 }
 

@@ -72,6 +72,13 @@ func startHub(t *testing.T, configure func(*Hub)) (*Hub, *dbtest.DB, context.Con
 	d := dbtest.New(t)
 	h := NewHub(d.Pool, d.Bun, nil)
 	configure(h)
+	return h, d, RunHub(t, h)
+}
+
+// RunHub runs h until the test ends, once it is ready, and returns the context it runs in.
+// (Exported for the package's external tests.)
+func RunHub(t *testing.T, h *Hub) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = h.Run(ctx) }()
@@ -81,5 +88,5 @@ func startHub(t *testing.T, configure func(*Hub)) (*Hub, *dbtest.DB, context.Con
 	case <-time.After(10 * time.Second):
 		t.Fatal("hub never ready")
 	}
-	return h, d, ctx
+	return ctx
 }
