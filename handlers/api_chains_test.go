@@ -73,10 +73,8 @@ func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatalf("start runtime: %v", err)
 	}
-	hubCtx, hubCancel := context.WithCancel(context.Background())
 	hub := feed.NewHub(d.Pool, d.Bun, log)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	stopHub := hub.Start(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +94,7 @@ func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 		if err := rt.Stop(context.Background(), time.Second); err != nil {
 			t.Errorf("stop runtime: %v", err)
 		}
-		hubCancel()
-		<-hubDone
+		stopHub()
 	})
 	return f
 }

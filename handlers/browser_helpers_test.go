@@ -68,10 +68,8 @@ func startAppServer(t *testing.T, cfg appServerConfig) *appServer {
 		t.Fatalf("jobs runtime: %v", err)
 	}
 	rtCtx, rtCancel := context.WithCancel(context.Background())
-	hubCtx, hubCancel := context.WithCancel(context.Background())
 	hub := feed.NewHub(d.Pool, d.Bun, log)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	stopHub := hub.Start(context.Background())
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -102,8 +100,7 @@ func startAppServer(t *testing.T, cfg appServerConfig) *appServer {
 		default:
 		}
 		rtCancel()
-		hubCancel()
-		<-hubDone
+		stopHub()
 	})
 	select {
 	case <-hub.Ready():

@@ -60,9 +60,7 @@ func newDashEnv(t *testing.T, mod ...func(*dashEnv)) *dashEnv {
 		t.Fatal(err)
 	}
 	hub := feed.NewHub(d.Pool, d.Bun, log)
-	hubCtx, hubCancel := context.WithCancel(context.Background())
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	stopHub := hub.Start(context.Background())
 	e := &dashEnv{db: d, ids: ids, svc: svc, deps: Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
 		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}}
 	for _, m := range mod {
@@ -92,8 +90,7 @@ func newDashEnv(t *testing.T, mod ...func(*dashEnv)) *dashEnv {
 			_ = e.rt.Stop(context.Background(), time.Second)
 		}
 		e.rtCancel()
-		hubCancel()
-		<-hubDone
+		stopHub()
 	})
 	select {
 	case <-hub.Ready():

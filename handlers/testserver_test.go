@@ -89,10 +89,8 @@ func startLiveServer(t *testing.T) *liveServer {
 		rtCancel()
 		t.Fatalf("start runtime: %v", err)
 	}
-	hubCtx, hubCancel := context.WithCancel(context.Background())
 	hub := feed.NewHub(d.Pool, d.Bun, log)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	stopHub := hub.Start(context.Background())
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,8 +116,7 @@ func startLiveServer(t *testing.T) *liveServer {
 			t.Errorf("stop runtime: %v", err)
 		}
 		rtCancel()
-		hubCancel()
-		<-hubDone
+		stopHub()
 	})
 	select {
 	case <-hub.Ready():

@@ -139,10 +139,7 @@ func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ..
 func startHub(t testing.TB, e *tenv) *feed.Hub {
 	t.Helper()
 	h := feed.NewHub(e.d.Pool, e.d.Bun, discard)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(h.Start(context.Background()))
 	select {
 	case <-h.Ready():
 	case <-time.After(10 * time.Second):

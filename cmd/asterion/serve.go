@@ -81,12 +81,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	hub := feed.NewHub(cn.pool, cn.bun, log)
 	svc.NotifyCommits(hub.Poke)
-	hubDone := make(chan struct{})
-	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
-	defer func() { stopHub(); <-hubDone }()
+	defer hub.Start(context.WithoutCancel(ctx))()
 	var runtime *jobs.Runtime
 	if !*noWorker {
 		runtime, err = newRuntime(svc, cn, st, *workers, -1, 0)

@@ -113,6 +113,15 @@ func (h *Hub) Run(ctx context.Context) error {
 	return nil
 }
 
+// Start runs the hub in the background until the returned stop is called (or ctx ends); stop
+// returns once Run has, with every subscription closed.
+func (h *Hub) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
 func (h *Hub) listenLoop(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {

@@ -80,9 +80,8 @@ func startHub(t *testing.T, configure func(*Hub)) (*Hub, *dbtest.DB, context.Con
 func RunHub(t *testing.T, h *Hub) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(h.Start(ctx))
+	t.Cleanup(cancel)
 	select {
 	case <-h.Ready():
 	case <-time.After(10 * time.Second):
