@@ -64,7 +64,8 @@ type Config struct {
 	// Delivery configures webhook delivery of succeeded responses (delivery.go).
 	Delivery DeliveryConfig
 	// IntakeYield is the longest a worker of this process delays the start of a job while
-	// submits of this process are in flight (see intake); zero never delays. The command line
+	// submits of this process are in flight, and how long after the last submit its workers'
+	// transactions stay narrowed (see intake); zero never delays or narrows. The command line
 	// sets DefaultIntakeYield unless configured otherwise.
 	IntakeYield time.Duration
 }

@@ -49,7 +49,9 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
 	// Submits of this process first (intake.go): an accepted job loses nothing by waiting.
 	w.svc.intake.yield(ctx)
+	admitted := w.svc.intake.transaction(ctx, laneClaim)
 	res, err := w.svc.claim(ctx, rj.Args.JobID, rj.ID, w.workerID)
+	admitted()
 	if err != nil {
 		return fmt.Errorf("claim job %s: %w", rj.Args.JobID, err)
 	}

@@ -1,0 +1,177 @@
+package jobs
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// entered runs l.enter(ctx, class) in the background and delivers its release once admitted.
+func entered(ctx context.Context, l *lane, class int) <-chan func() {
+	got := make(chan func(), 1)
+	go func() { got <- l.enter(ctx, class) }()
+	return got
+}
+
+// admitted waits for an entry to be admitted and returns its release.
+func admitted(t *testing.T, got <-chan func(), who string) func() {
+	t.Helper()
+	select {
+	case release := <-got:
+		return release
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s was not admitted", who)
+		return nil
+	}
+}
+
+// notAdmitted fails the test if an entry is admitted within a short while.
+func notAdmitted(t *testing.T, got <-chan func(), who string) {
+	t.Helper()
+	select {
+	case <-got:
+		t.Fatalf("%s was admitted while the lane was full", who)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestLaneAdmitsItsWidth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := newLane(2)
+	first := admitted(t, entered(ctx, l, laneClaim), "the first claim")
+	second := admitted(t, entered(ctx, l, laneClaim), "the second claim")
+	third := entered(ctx, l, laneClaim)
+	notAdmitted(t, third, "a third claim")
+	first()
+	admitted(t, third, "the third claim after a place was freed")()
+	second()
+	// Every place is free again: two enter at once.
+	admitted(t, entered(ctx, l, laneFinish), "a finish in the free lane")()
+	a := admitted(t, entered(ctx, l, laneClaim), "a claim in the free lane")
+	b := admitted(t, entered(ctx, l, laneClaim), "a second claim in the free lane")
+	a()
+	b()
+	if l.busy != 0 {
+		t.Errorf("lane busy %d after every holder left; want 0", l.busy)
+	}
+}
+
+func TestLaneWidthIsAtLeastOne(t *testing.T) {
+	t.Parallel()
+	l := newLane(0)
+	release := admitted(t, entered(context.Background(), l, laneClaim), "a claim in a lane of width 0")
+	notAdmitted(t, entered(context.Background(), l, laneClaim), "a second claim in a lane made with width 0")
+	release()
+}
+
+// TestLaneServesFinishesBeforeClaims: whatever order they arrived in, waiting finishes are
+// admitted before waiting claims, each class in arrival order.
+func TestLaneServesFinishesBeforeClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := newLane(1)
+	holder := admitted(t, entered(ctx, l, laneClaim), "the holder")
+	var order []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	arrive := func(name string, class int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release := l.enter(ctx, class)
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			release()
+		}()
+		// Arrival order is the order of the waiting lists: let each join before the next.
+		waitForCond(t, 5*time.Second, name+" to wait", func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			n := 0
+			for _, w := range l.waiting {
+				n += len(w)
+			}
+			return n == len(name)
+		})
+	}
+	// Names are sized by arrival so the helper can count the waiters.
+	arrive("c", laneClaim)
+	arrive("cc", laneClaim)
+	arrive("fff", laneFinish)
+	arrive("cccc", laneClaim)
+	arrive("fffff", laneFinish)
+	holder()
+	wg.Wait()
+	want := []string{"fff", "fffff", "c", "cc", "cccc"}
+	if len(order) != len(want) {
+		t.Fatalf("admitted %v; want %v", order, want)
+	}
+	for i := range want {
+		if order[i] != want[i] {
+			t.Fatalf("admitted %v; want %v", order, want)
+		}
+	}
+}
+
+// TestLaneWaiterGivesUpWithItsContext: a waiter whose context ends returns unadmitted with a
+// release that frees nothing, and the lane's places stay counted right.
+func TestLaneWaiterGivesUpWithItsContext(t *testing.T) {
+	t.Parallel()
+	l := newLane(1)
+	holder := admitted(t, entered(context.Background(), l, laneClaim), "the holder")
+	cctx, cancel := context.WithCancel(context.Background())
+	waiter := entered(cctx, l, laneFinish)
+	notAdmitted(t, waiter, "the waiter")
+	cancel()
+	gaveUp := admitted(t, waiter, "the waiter after its context ended")
+	gaveUp() // a no-op: it must not free the holder's place
+	notAdmitted(t, entered(context.Background(), l, laneClaim), "a claim while the holder still held the lane")
+	holder()
+}
+
+// TestLaneNeverExceedsItsWidth runs many holders, some giving up while waiting, and checks
+// that no more than width ever hold at once and that every place is returned.
+func TestLaneNeverExceedsItsWidth(t *testing.T) {
+	t.Parallel()
+	const width = 3
+	l := newLane(width)
+	var holding, most atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if i%5 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(2000))*time.Microsecond)
+				defer cancel()
+			}
+			release := l.enter(ctx, i%2)
+			if ctx.Err() == nil {
+				n := holding.Add(1)
+				for {
+					m := most.Load()
+					if n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+				holding.Add(-1)
+			}
+			release()
+		}()
+	}
+	wg.Wait()
+	if most.Load() > width {
+		t.Errorf("%d held the lane at once; want at most %d", most.Load(), width)
+	}
+	if l.busy != 0 || len(l.waiting[0])+len(l.waiting[1]) != 0 {
+		t.Errorf("after everyone left: busy %d, waiting %d+%d; want all zero", l.busy, len(l.waiting[0]), len(l.waiting[1]))
+	}
+}
