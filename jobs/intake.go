@@ -94,7 +94,7 @@ func (in *intake) yield(ctx context.Context) {
 // transaction admits a worker's claim or finish transaction (class laneClaim or laneFinish):
 // at once while no submit has been in flight for maxWait, else through the lane. The caller
 // runs its transaction, then calls the returned release.
-func (in *intake) transaction(ctx context.Context, class int) (release func()) {
+func (in *intake) transaction(ctx context.Context, class laneClass) (release func()) {
 	if in == nil || in.maxWait <= 0 {
 		return func() {}
 	}

@@ -125,7 +125,7 @@ func TestWorkerStartsNoJobWhileASubmitIsInFlight(t *testing.T) {
 }
 
 // transacted runs in.transaction in the background and delivers its release once admitted.
-func transacted(ctx context.Context, in *intake, class int) <-chan func() {
+func transacted(ctx context.Context, in *intake, class laneClass) <-chan func() {
 	got := make(chan func(), 1)
 	go func() { got <- in.transaction(ctx, class) }()
 	return got

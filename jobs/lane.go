@@ -17,10 +17,12 @@ type lane struct {
 	waiting [2][]chan struct{}
 }
 
-// Classes of lane waiters, in the order they are served.
+// laneClass is a kind of lane waiter; classes are served in the order of their values.
+type laneClass int
+
 const (
-	laneFinish = 0
-	laneClaim  = 1
+	laneFinish laneClass = iota
+	laneClaim
 )
 
 func newLane(width int) *lane { return &lane{width: max(width, 1)} }
@@ -28,7 +30,7 @@ func newLane(width int) *lane { return &lane{width: max(width, 1)} }
 // enter waits for a place in the lane and returns its release. When ctx ends first it returns
 // at once with a release that does nothing: the caller goes on unadmitted rather than fail
 // work it is already doing (a worker finalising after its context ended must still write).
-func (l *lane) enter(ctx context.Context, class int) (release func()) {
+func (l *lane) enter(ctx context.Context, class laneClass) (release func()) {
 	l.mu.Lock()
 	if l.busy < l.width {
 		l.busy++

@@ -10,7 +10,7 @@ import (
 )
 
 // entered runs l.enter(ctx, class) in the background and delivers its release once admitted.
-func entered(ctx context.Context, l *lane, class int) <-chan func() {
+func entered(ctx context.Context, l *lane, class laneClass) <-chan func() {
 	got := make(chan func(), 1)
 	go func() { got <- l.enter(ctx, class) }()
 	return got
@@ -78,7 +78,7 @@ func TestLaneServesFinishesBeforeClaims(t *testing.T) {
 	var order []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	arrive := func(name string, class int) {
+	arrive := func(name string, class laneClass) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -152,7 +152,7 @@ func TestLaneNeverExceedsItsWidth(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(2000))*time.Microsecond)
 				defer cancel()
 			}
-			release := l.enter(ctx, i%2)
+			release := l.enter(ctx, laneClass(i%2))
 			if ctx.Err() == nil {
 				n := holding.Add(1)
 				for {
