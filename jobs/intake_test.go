@@ -111,15 +111,9 @@ func TestWorkerStartsNoJobWhileASubmitIsInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, d, org, user := newInternalService(t, "intake")
-			s.intake = newIntake(tc.maxWait)
-			ctx := context.Background()
-			sub, err := s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: "wait for the intake"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, d, jobID := serviceWithOneJob(t, "intake", tc.maxWait)
 			inFlight := s.intake.enter()
-			runOneWorker(t, s, d, sub.JobID, tc.release, inFlight, "while a submit was in flight")
+			runOneWorker(t, s, d, jobID, tc.release, inFlight, "while a submit was in flight")
 		})
 	}
 }
@@ -200,21 +194,28 @@ func TestWorkerClaimWaitsForTheLaneWhileSubmitsFlow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, d, org, user := newInternalService(t, "lane")
-			s.intake = newIntake(tc.maxWait)
+			s, d, jobID := serviceWithOneJob(t, "lane", tc.maxWait)
 			s.intake.lane = newLane(1)
-			ctx := context.Background()
-			sub, err := s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: "wait for the lane"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hold := s.intake.lane.enter(ctx, laneFinish)
+			hold := s.intake.lane.enter(context.Background(), laneFinish)
 			if !tc.narrow {
 				time.Sleep(2 * tc.maxWait)
 			}
-			runOneWorker(t, s, d, sub.JobID, tc.narrow, hold, "while the lane was held")
+			runOneWorker(t, s, d, jobID, tc.narrow, hold, "while the lane was held")
 		})
 	}
+}
+
+// serviceWithOneJob is a service whose intake yields for maxWait, with one prompt submitted
+// through it (so the intake has just seen a submit end) and no worker yet.
+func serviceWithOneJob(t *testing.T, name string, maxWait time.Duration) (*Service, *dbtest.DB, uuid.UUID) {
+	t.Helper()
+	s, d, org, user := newInternalService(t, name)
+	s.intake = newIntake(maxWait)
+	sub, err := s.Submit(context.Background(), SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: "wait for the " + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, d, sub.JobID
 }
 
 // runOneWorker starts a one-worker runtime on s. When heldBack, it checks that the job stays
