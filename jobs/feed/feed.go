@@ -93,7 +93,7 @@ func Pending(ctx context.Context, bunDB bun.IDB) (bool, error) {
 // the sequencer before it numbered; a failure rolls the whole batch back at its end.
 func Sequence(ctx context.Context, pool *pgxpool.Pool) (last int64, n int, err error) {
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock($1)", sequencerLock)
+	b.Queue(lockSequencer, sequencerLock)
 	b.Queue(sequenceEvents, eventsChannel).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&last, &n, nil)
 	})
@@ -102,6 +102,15 @@ func Sequence(ctx context.Context, pool *pgxpool.Pool) (last int64, n int, err e
 	}
 	return last, n, nil
 }
+
+// lockSequencer takes the sequencer's turn and keeps the numbering on idx_event_unsequenced,
+// walked in id order. A numbered event leaves its unnumbered version behind until VACUUM; an
+// index scan marks such entries dead as it meets them, so the next run skips them, but a bitmap
+// scan (which the planner picks for a table it has no statistics of, on a new install or with
+// autovacuum off) or a sequential scan visits every one each time, and the sequencer, which runs
+// after nearly every commit, slows down the longer the server runs.
+const lockSequencer = `SELECT pg_advisory_xact_lock($1), set_config('enable_bitmapscan', 'off', true),
+    set_config('enable_seqscan', 'off', true)`
 
 // sequenceEvents numbers up to 10000 pending events after the cursor, moves the cursor, and
 // notifies $1 with the new high mark when it numbered any (delivered at commit).
