@@ -71,4 +71,6 @@ fuzz:
 	$(GO) test ./jobs/provider/ -run '^$$' -fuzz '^FuzzParseDirectives$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateStatus$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateHandle$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzEntryDigest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/ -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime $(FUZZTIME)

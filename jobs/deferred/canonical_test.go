@@ -62,3 +62,24 @@ func TestDigest(t *testing.T) {
 		t.Errorf("CanonicalDigest differs for equal documents: %s %s %v %v", a, b, err1, err2)
 	}
 }
+
+// BenchmarkCanonicalJSON: the canonical form of a status document, computed on every status
+// change of every operation, one pass against the tree it replaced.
+func BenchmarkCanonicalJSON(b *testing.B) {
+	doc := json.RawMessage(`{"schema":"deferred-operation-status.v1","operation_id":"op_0192f1c2a3b4c5d6e7f8091a2b3c4d5e",` +
+		`"kind":"prompt","status":"running","updated_at":"2026-11-30T12:00:00.123456Z","expires_at":"2026-12-01T12:00:00.000000Z",` +
+		`"retry_after_seconds":2,"cancel":{"available":true,"href":"/sa-core/v1/operations/op_0192f1c2a3b4c5d6e7f8091a2b3c4d5e/cancel"}}`)
+	for _, impl := range []struct {
+		name string
+		f    func(any) ([]byte, error)
+	}{{"one-pass", CanonicalJSON}, {"tree", canonicalByTree}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := impl.f(doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
