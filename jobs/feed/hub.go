@@ -213,12 +213,12 @@ func (h *Hub) workLoop(ctx context.Context) {
 	var paced <-chan time.Time // a poke waiting for pokeGap to pass
 	sequence := func() {
 		last = time.Now()
-		if _, n, err := Sequence(ctx, h.pool); err != nil {
+		if high, n, err := Sequence(ctx, h.pool); err != nil {
 			if ctx.Err() == nil {
 				h.log.Warn("sequence events", "err", err)
 			}
 		} else if n > 0 {
-			h.deliver(ctx)
+			h.deliver(ctx, high)
 		}
 	}
 	for {
@@ -246,21 +246,23 @@ func (h *Hub) workLoop(ctx context.Context) {
 		case <-h.sequence:
 			sequence()
 		case <-h.kick:
-			h.deliver(ctx)
+			h.deliver(ctx, 0)
 		case <-tick.C:
-			if _, _, err := Sequence(ctx, h.pool); err != nil && ctx.Err() == nil {
+			high, _, err := Sequence(ctx, h.pool)
+			if err != nil && ctx.Err() == nil {
 				h.log.Warn("sequence events", "err", err)
 			}
-			h.deliver(ctx)
+			h.deliver(ctx, high)
 		}
 	}
 }
 
 // deliver reads numbered events after the cursor and hands them to subscribers. A hub with no
 // subscriber reads none: it moves its cursor to the high mark, so a stream opened later starts
-// from there, as it would had the events been delivered.
-func (h *Hub) deliver(ctx context.Context) {
-	if h.skipUnwatched(ctx) {
+// from there, as it would had the events been delivered. high is a high mark the caller has
+// just read (the one its sequencer run left), or 0 to read it here.
+func (h *Hub) deliver(ctx context.Context, high int64) {
+	if h.skipUnwatched(ctx, high) {
 		return
 	}
 	for {
@@ -301,17 +303,22 @@ func (h *Hub) deliver(ctx context.Context) {
 // skipUnwatched moves the cursor to the high mark when nobody is subscribed, and reports
 // whether it did. The high mark is read before the check: a stream that subscribes after the
 // check either replays from a cursor it read earlier (its replay, which runs after it
-// subscribed, sees every event up to that high mark) or starts at the new cursor.
-func (h *Hub) skipUnwatched(ctx context.Context) bool {
+// subscribed, sees every event up to that high mark) or starts at the new cursor. A high mark
+// the caller read (high > 0) serves as well as one read here, and saves a query per
+// sequencer run of a server nobody watches.
+func (h *Hub) skipUnwatched(ctx context.Context, high int64) bool {
 	h.mu.Lock()
 	watched := len(h.subs) > 0
 	h.mu.Unlock()
 	if watched {
 		return false
 	}
-	last, err := HighMark(ctx, h.db)
-	if err != nil {
-		return false
+	last := high
+	if last <= 0 {
+		var err error
+		if last, err = HighMark(ctx, h.db); err != nil {
+			return false
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
