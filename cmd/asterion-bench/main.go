@@ -50,6 +50,9 @@ type config struct {
 	// writes no report, so BENCHMARKS.md only ever holds complete runs.
 	sides  string
 	phases string
+	// noWorker runs the Asterion server without its embedded workers, to see what submits cost
+	// with no execution beside them (a narrowed run of the submit phases only).
+	noWorker bool
 	// dbPrefix names the bench's databases (<prefix>, <prefix>_baseline, <prefix>_growth), so
 	// a second run on the same PostgreSQL need not drop the first one's.
 	dbPrefix string
@@ -65,6 +68,19 @@ const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup
 const benchPassword = "bench-password-1"
 
 func (c config) narrowed() bool { return c.sides != allSides || c.phases != allPhases }
+
+// checkNoWorker refuses -no-worker with a phase that needs jobs to run.
+func (c config) checkNoWorker() error {
+	if !c.noWorker {
+		return nil
+	}
+	for _, phase := range strings.Split(c.phases, ",") {
+		if p := strings.TrimSpace(phase); p != "closed50" && p != "closed200" && p != "open" {
+			return fmt.Errorf("-no-worker: phase %q needs workers; use -phases with closed50, closed200 or open only", p)
+		}
+	}
+	return nil
+}
 
 func (c config) wants(list, item string) bool {
 	for _, x := range strings.Split(list, ",") {
@@ -86,6 +102,7 @@ func run() error {
 	flag.StringVar(&cfg.out, "out", "BENCHMARKS.md", "report path (bench.json is written beside it)")
 	flag.StringVar(&cfg.sides, "sides", allSides, "which servers to measure (comma-separated)")
 	flag.StringVar(&cfg.phases, "phases", allPhases, "which phases to run (comma-separated)")
+	flag.BoolVar(&cfg.noWorker, "no-worker", false, "serve Asterion with --no-worker (only with -phases among closed50,closed200,open)")
 	flag.StringVar(&cfg.dbPrefix, "db-prefix", "asterion_bench", "name of the bench databases")
 	flag.IntVar(&cfg.streams, "streams", 500, "mission streams open in the streams phase")
 	flag.IntVar(&cfg.streamsBig, "streams-big", 1000, "mission streams open for the memory figure")
@@ -95,6 +112,9 @@ func run() error {
 	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
 	flag.Parse()
 	ctx := context.Background()
+	if err := cfg.checkNoWorker(); err != nil {
+		return err
+	}
 	pageSizes, err := parseSizes(cfg.pageSizes)
 	if err != nil {
 		return err
@@ -119,7 +139,11 @@ func run() error {
 	}
 
 	astAddr, baseAddr := freePort(), freePort()
-	ast := exec.Command(cfg.bin, "serve", "--addr", astAddr)
+	serveArgs := []string{"serve", "--addr", astAddr}
+	if cfg.noWorker {
+		serveArgs = append(serveArgs, "--no-worker")
+	}
+	ast := exec.Command(cfg.bin, serveArgs...)
 	ast.Env = asterionEnv(astDB)
 	ast.Stderr = os.Stderr
 	if err := ast.Start(); err != nil {
@@ -149,6 +173,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	astProbe.noWorkers = cfg.noWorker
 	baseProbe, err := newProbe(ctx, baseDB, baselineQueries)
 	if err != nil {
 		return err

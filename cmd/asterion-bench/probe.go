@@ -14,6 +14,8 @@ import (
 type probe struct {
 	pool *pgxpool.Pool
 	q    queries
+	// noWorkers says the target runs no workers: its jobs never finish, and drain only vacuums.
+	noWorkers bool
 }
 
 type queries struct {
@@ -45,8 +47,8 @@ func newProbe(ctx context.Context, url string, q queries) (*probe, error) {
 	return &probe{pool: pool, q: q}, nil
 }
 
-// drain waits until the target has finished every job (at most 5 minutes), then vacuums its
-// database. This machine's PostgreSQL runs with autovacuum off: without the vacuum every phase
+// drain waits until the target has finished every job (at most 5 minutes; not at all for a
+// target without workers), then vacuums its database. This machine's PostgreSQL runs with autovacuum off: without the vacuum every phase
 // would start among the dead rows of the phases before it (each job leaves several row
 // versions in the job, registry, event and River tables), which no running autovacuum would
 // leave behind. Both sides are vacuumed alike.
@@ -54,7 +56,7 @@ func (p *probe) drain(ctx context.Context) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		var n int
-		if err := p.pool.QueryRow(ctx, p.q.inFlight).Scan(&n); err == nil && n == 0 {
+		if err := p.pool.QueryRow(ctx, p.q.inFlight).Scan(&n); err == nil && (n == 0 || p.noWorkers) {
 			if _, err := p.pool.Exec(ctx, "VACUUM (ANALYZE)"); err != nil {
 				fmt.Fprintln(os.Stderr, "warning: vacuum after draining:", err)
 			}

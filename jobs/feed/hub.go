@@ -3,7 +3,9 @@ package feed
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +50,8 @@ type Hub struct {
 	mu     sync.Mutex
 	subs   map[*Subscription]struct{}
 	cursor int64
+	// announced is the highest number a sequencer's notification has announced.
+	announced atomic.Int64
 
 	kick chan struct{}
 	// sequence asks the loop to run the sequencer; poke asks it to, paced by pokeGap.
@@ -162,7 +166,20 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 			return err
 		}
 		if n.Channel == eventsChannel {
+			if seq, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+				h.announce(seq)
+			}
 			signal(h.kick)
+		}
+	}
+}
+
+// announce records a high mark a sequencer announced; it only ever grows.
+func (h *Hub) announce(seq int64) {
+	for {
+		was := h.announced.Load()
+		if seq <= was || h.announced.CompareAndSwap(was, seq) {
+			return
 		}
 	}
 }
@@ -246,7 +263,7 @@ func (h *Hub) workLoop(ctx context.Context) {
 		case <-h.sequence:
 			sequence()
 		case <-h.kick:
-			h.deliver(ctx, 0)
+			h.deliver(ctx, h.announced.Load())
 		case <-tick.C:
 			high, _, err := Sequence(ctx, h.pool)
 			if err != nil && ctx.Err() == nil {
@@ -260,7 +277,8 @@ func (h *Hub) workLoop(ctx context.Context) {
 // deliver reads numbered events after the cursor and hands them to subscribers. A hub with no
 // subscriber reads none: it moves its cursor to the high mark, so a stream opened later starts
 // from there, as it would had the events been delivered. high is a high mark the caller has
-// just read (the one its sequencer run left), or 0 to read it here.
+// just read (the one its sequencer run left, or one a notification announced), or 0 to read it
+// here.
 func (h *Hub) deliver(ctx context.Context, high int64) {
 	if h.skipUnwatched(ctx, high) {
 		return

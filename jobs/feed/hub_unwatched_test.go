@@ -55,3 +55,16 @@ func TestUnwatchedHubMovesItsCursorToTheHighMark(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestAnnouncedHighMarkOnlyGrows: notifications may arrive out of order (two sequencers in two
+// processes); the high mark a hub keeps from them never goes back.
+func TestAnnouncedHighMarkOnlyGrows(t *testing.T) {
+	t.Parallel()
+	h := NewHub(nil, nil, nil)
+	for _, seq := range []int64{5, 3, 9, 9, 7} {
+		h.announce(seq)
+	}
+	if got := h.announced.Load(); got != 9 {
+		t.Fatalf("announced high mark %d after 5, 3, 9, 9, 7; want 9", got)
+	}
+}
