@@ -11,10 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// CanonicalJSON returns the canonical encoding of v: v is marshalled with
-// encoding/json, decoded again (numbers kept as json.Number, so their text is
-// preserved exactly), and re-encoded with object keys sorted by their UTF-8
-// bytes, no insignificant whitespace, and no HTML escaping. Equal JSON values
+// CanonicalJSON returns the canonical encoding of v: what marshalling v with
+// encoding/json, decoding it again (numbers kept as json.Number, so their text
+// is preserved exactly) and re-encoding it with object keys sorted by their
+// UTF-8 bytes, no insignificant whitespace and no HTML escaping gives, written
+// in one pass over the marshalled text. Equal JSON values
 // with the same number spellings give the same bytes, whatever the key order
 // or spacing of the input. Pass raw JSON as json.RawMessage (a plain []byte
 // is marshalled by encoding/json as a base64 string). Duplicate object keys
