@@ -94,6 +94,22 @@ type Error struct {
 	RetryAfter    time.Duration
 	HasRetryAfter bool
 	Err           error
+	// Limits are the provider's rate-limit figures sent with the failure, if any.
+	Limits Limits
+	// Partial is what an attempt that failed or was cut mid-answer had produced: the text
+	// already passed to Request.Output and its usage so far. Zero when nothing came.
+	Partial Partial
+}
+
+// Partial is the output of an attempt that ended before its answer did.
+type Partial struct {
+	// Text is the concatenation of the pieces passed to Request.Output.
+	Text string
+	// PromptTokens is the provider's input token count, or an estimate when it sent none.
+	PromptTokens int
+	// CompletionTokens counts the output produced so far: the provider's count when it sent
+	// one, otherwise one per content piece received (a streamed piece is about one token).
+	CompletionTokens int
 }
 
 // Error formats the failure as "provider <kind>[ (HTTP <status>)]: <message>[: <cause>]".

@@ -38,6 +38,9 @@ type OpenAIConfig struct {
 	// Timeout bounds each call, from sending the request to reading the
 	// whole response. Zero means DefaultOpenAITimeout.
 	Timeout time.Duration
+	// StallTimeout is how long a streamed answer may send nothing before the
+	// call is abandoned as a timeout. Zero means DefaultOpenAIStallTimeout.
+	StallTimeout time.Duration
 	// HTTPClient sends the requests. Optional; nil means a client with no
 	// timeout of its own over http.DefaultTransport.
 	HTTPClient *http.Client
@@ -50,6 +53,7 @@ type OpenAI struct {
 	apiKey   string
 	model    string
 	timeout  time.Duration
+	stall    time.Duration
 	client   *http.Client
 	now      func() time.Time
 }
@@ -69,6 +73,9 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("openai provider: timeout %s is negative", cfg.Timeout)
 	}
+	if cfg.StallTimeout < 0 {
+		return nil, fmt.Errorf("openai provider: stall timeout %s is negative", cfg.StallTimeout)
+	}
 	for i := 0; i < len(cfg.APIKey); i++ {
 		if c := cfg.APIKey[i]; c < 0x20 || c == 0x7f {
 			return nil, errors.New("openai provider: API key contains control characters")
@@ -79,11 +86,15 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		apiKey:   cfg.APIKey,
 		model:    strings.TrimSpace(cfg.Model),
 		timeout:  cfg.Timeout,
+		stall:    cfg.StallTimeout,
 		client:   cfg.HTTPClient,
 		now:      time.Now,
 	}
 	if o.timeout == 0 {
 		o.timeout = DefaultOpenAITimeout
+	}
+	if o.stall == 0 {
+		o.stall = DefaultOpenAIStallTimeout
 	}
 	if o.client == nil {
 		o.client = &http.Client{}
@@ -122,8 +133,10 @@ type chatMessage struct {
 
 // chatRequest is the body of a chat-completions request.
 type chatRequest struct {
-	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
+	Model         string         `json:"model"`
+	Messages      []chatMessage  `json:"messages"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 }
 
 // chatResponse is the part of a chat-completions response the provider reads.
@@ -135,19 +148,22 @@ type chatResponse struct {
 			Content *string `json:"content"`
 		} `json:"message"`
 	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage chatUsage `json:"usage"`
 }
 
-// Complete sends req.Text as a single user message and returns the first
-// choice. The call, including reading the response, is bounded by the
-// configured Timeout. Failures are classified as in async-execution.md §8:
-// 429 is rate_limit (with Retry-After when the provider sent a valid one),
-// 401 and 403 auth, other 4xx provider_4xx, 5xx provider_5xx, an
-// unreadable 2xx body parse, a deadline timeout, and a connection failure
-// unknown.
+// Complete sends req.Text as a single user message, asks for the answer as a
+// stream and passes its pieces to req.Output as they arrive; it returns the
+// first choice with the usage of the stream's last chunk. A server that
+// answers with a plain JSON completion instead is read as one. The call,
+// including reading the whole stream, is bounded by the configured Timeout,
+// and a stream that sends nothing for the StallTimeout is abandoned.
+// Failures are classified as in async-execution.md §8: 429 is rate_limit
+// (with Retry-After when the provider sent a valid one), 401 and 403 auth,
+// other 4xx provider_4xx, 5xx provider_5xx, an unreadable 2xx body or chunk
+// parse, a deadline or a stall timeout, an error object in the stream as it
+// says (provider_5xx unless it names a rate limit, an invalid request or a
+// credential), and a connection failure or a stream cut before its end
+// unknown. A failure after output began carries it in Error.Partial.
 func (o *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	resp, e := o.complete(ctx, req)
 	if e != nil {
@@ -162,18 +178,21 @@ func (o *OpenAI) complete(ctx context.Context, req Request) (Response, *Error) {
 	if model == "" {
 		model = o.model
 	}
-	body, err := json.Marshal(chatRequest{Model: model, Messages: []chatMessage{{Role: "user", Content: req.Text}}})
+	body, err := json.Marshal(chatRequest{Model: model, Messages: []chatMessage{{Role: "user", Content: req.Text}},
+		Stream: true, StreamOptions: &streamOptions{IncludeUsage: true}})
 	if err != nil {
 		return Response{}, &Error{Kind: KindUnknown, Message: "encoding request", Err: err}
 	}
-	callCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
+	timeoutCtx, cancelTimeout := context.WithTimeout(ctx, o.timeout)
+	defer cancelTimeout()
+	callCtx, cancel := context.WithCancelCause(timeoutCtx)
+	defer cancel(nil)
 	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, o.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return Response{}, &Error{Kind: KindUnknown, Message: "building request", Err: err}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Accept", "application/json")
+	httpReq.Header.Set("Accept", "text/event-stream, application/json")
 	if o.apiKey != "" {
 		httpReq.Header.Set("Authorization", "Bearer "+o.apiKey)
 	}
@@ -183,29 +202,54 @@ func (o *OpenAI) complete(ctx context.Context, req Request) (Response, *Error) {
 		return Response{}, contextError(callCtx, "openai request", err)
 	}
 	defer resp.Body.Close()
+
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 && isEventStream(resp.Header.Get("Content-Type")) {
+		watchdog := time.AfterFunc(o.stall, func() { cancel(errStalled) })
+		defer watchdog.Stop()
+		return o.readStream(callCtx, req, resp, model, func() { watchdog.Reset(o.stall) })
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		e := contextError(callCtx, "reading openai response", err)
-		e.StatusCode = resp.StatusCode
+		e.StatusCode = code
+		e.Limits = ParseLimits(resp.Header)
 		return Response{}, e
 	}
+	if code >= 200 && code <= 299 {
+		r, e := o.parseSuccess(resp, data, model)
+		if e == nil {
+			req.emit(r.Text)
+		}
+		return r, e
+	}
+	e := o.statusError(resp, data)
+	e.Limits = ParseLimits(resp.Header)
+	return Response{}, e
+}
 
+// isEventStream reports whether a Content-Type is text/event-stream.
+func isEventStream(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// statusError classifies a non-2xx answer.
+func (o *OpenAI) statusError(resp *http.Response, data []byte) *Error {
 	code := resp.StatusCode
 	switch {
-	case code >= 200 && code <= 299:
-		return o.parseSuccess(resp, data, model)
 	case code == http.StatusTooManyRequests:
 		e := &Error{Kind: KindRateLimit, StatusCode: code, Message: o.errorMessage(code, data)}
 		e.RetryAfter, e.HasRetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), o.now())
-		return Response{}, e
+		return e
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return Response{}, &Error{Kind: KindAuth, StatusCode: code, Message: o.errorMessage(code, data)}
+		return &Error{Kind: KindAuth, StatusCode: code, Message: o.errorMessage(code, data)}
 	case code >= 400 && code <= 499:
-		return Response{}, &Error{Kind: KindProvider4xx, StatusCode: code, Message: o.errorMessage(code, data)}
+		return &Error{Kind: KindProvider4xx, StatusCode: code, Message: o.errorMessage(code, data)}
 	case code >= 500 && code <= 599:
-		return Response{}, &Error{Kind: KindProvider5xx, StatusCode: code, Message: o.errorMessage(code, data)}
+		return &Error{Kind: KindProvider5xx, StatusCode: code, Message: o.errorMessage(code, data)}
 	default:
-		return Response{}, &Error{Kind: KindUnknown, StatusCode: code, Message: "unexpected status: " + o.errorMessage(code, data)}
+		return &Error{Kind: KindUnknown, StatusCode: code, Message: "unexpected status: " + o.errorMessage(code, data)}
 	}
 }
 
@@ -244,6 +288,7 @@ func (o *OpenAI) parseSuccess(resp *http.Response, data []byte, model string) (R
 		Model:            model,
 		PromptTokens:     cr.Usage.PromptTokens,
 		CompletionTokens: cr.Usage.CompletionTokens,
+		Limits:           ParseLimits(resp.Header),
 	}, nil
 }
 

@@ -144,14 +144,15 @@ func TestOpenAISuccess(t *testing.T) {
 			if got.Method != http.MethodPost || got.Path != "/v1/chat/completions" {
 				t.Errorf("request %s %s, want POST /v1/chat/completions", got.Method, got.Path)
 			}
-			if got.Auth != "Bearer "+testAPIKey || got.ContentType != "application/json" || got.Accept != "application/json" {
+			if got.Auth != "Bearer "+testAPIKey || got.ContentType != "application/json" || got.Accept != "text/event-stream, application/json" {
 				t.Errorf("headers: Authorization %q, Content-Type %q, Accept %q", got.Auth, got.ContentType, got.Accept)
 			}
 			if got.DecodeErr != nil {
 				t.Fatalf("request body: %v", got.DecodeErr)
 			}
 			wantBody := chatRequest{Model: tt.wantModel, Messages: []chatMessage{{Role: "user", Content: text}}}
-			if got.Body.Model != wantBody.Model || len(got.Body.Messages) != 1 || got.Body.Messages[0] != wantBody.Messages[0] {
+			if got.Body.Model != wantBody.Model || len(got.Body.Messages) != 1 || got.Body.Messages[0] != wantBody.Messages[0] ||
+				!got.Body.Stream || got.Body.StreamOptions == nil || !got.Body.StreamOptions.IncludeUsage {
 				t.Errorf("request body %+v, want %+v", got.Body, wantBody)
 			}
 		})

@@ -1,6 +1,9 @@
 package provider
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Options carries the per-prompt provider options of the wire contract
 // (the "options" object of POST /sa-core/v1/prompt). Each provider uses
@@ -29,6 +32,18 @@ type Request struct {
 	Text string
 	// Options are the prompt's provider options.
 	Options Options
+	// Output, when set, receives the answer's text in pieces as the provider produces it,
+	// in order, from the goroutine that called Complete; the pieces of a successful answer
+	// concatenate to its Text exactly. It must not block for long: the provider's stream
+	// waits for it.
+	Output func(piece string)
+}
+
+// emit passes piece to r.Output when there is one.
+func (r Request) emit(piece string) {
+	if r.Output != nil && piece != "" {
+		r.Output(piece)
+	}
 }
 
 // Response is a provider's successful answer.
@@ -45,6 +60,27 @@ type Response struct {
 	PromptTokens int
 	// CompletionTokens is the provider's count of output tokens.
 	CompletionTokens int
+	// Limits are the provider's rate-limit figures sent with the answer, if any.
+	Limits Limits
+}
+
+// Limits are the rate-limit figures a provider reports with an answer or a failure, as
+// OpenAI's x-ratelimit-* headers carry them. A figure is meaningful only when its Has flag
+// is set.
+type Limits struct {
+	// LimitRequests and LimitTokens are the account's limits per window.
+	LimitRequests, LimitTokens       int
+	HasLimitRequests, HasLimitTokens bool
+	// RemainingRequests and RemainingTokens are what is left in the current window.
+	RemainingRequests, RemainingTokens       int
+	HasRemainingRequests, HasRemainingTokens bool
+	// ResetRequests and ResetTokens are how long until the window restores them in full.
+	ResetRequests, ResetTokens time.Duration
+}
+
+// Known reports whether l holds any figure.
+func (l Limits) Known() bool {
+	return l.HasLimitRequests || l.HasLimitTokens || l.HasRemainingRequests || l.HasRemainingTokens
 }
 
 // Provider answers prompts.
