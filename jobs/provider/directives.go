@@ -18,6 +18,9 @@ const DirectivePrefix = "#sim:"
 // time.Duration.
 const maxRetryAfterSeconds = math.MaxInt64 / int64(time.Second)
 
+// MaxSimTokens is the longest answer #sim:tokens may ask for, in words.
+const MaxSimTokens = 100000
+
 // maxDirectiveEcho bounds how much of a bad directive an error quotes.
 const maxDirectiveEcho = 80
 
@@ -40,6 +43,9 @@ type Directives struct {
 	HasRetryAfter bool
 	// Hang is set by #sim:hang: never answer until the context is done.
 	Hang bool
+	// Tokens is the answer's length in words, from #sim:tokens=<N>; zero means the default
+	// answer.
+	Tokens int
 	// Prompt is the text with every directive removed and runs of white
 	// space collapsed to single spaces.
 	Prompt string
@@ -52,6 +58,7 @@ type Directives struct {
 //	#sim:fail=<error_kind>:<N>        fail attempts 1..N (N >= 1)
 //	#sim:retry_after=<seconds>        Retry-After of a rate_limit failure
 //	#sim:hang                         never answer until cancelled or timed out
+//	#sim:tokens=<N>                   answer with N words (1 <= N <= MaxSimTokens)
 //
 // The error kinds are those of Kinds. A directive that is malformed (an
 // unknown name or kind, a bad or negative duration, N < 1, a value where
@@ -96,10 +103,10 @@ func (d *Directives) apply(name, value string, hasValue bool) error {
 	}
 	if !hasValue {
 		switch name {
-		case "latency", "fail", "retry_after":
+		case "latency", "fail", "retry_after", "tokens":
 			return fmt.Errorf("%s needs a value (%s%s=…)", name, DirectivePrefix, name)
 		}
-		return fmt.Errorf("unknown directive %q (want latency, fail, retry_after or hang)", name)
+		return fmt.Errorf("unknown directive %q (want latency, fail, retry_after, tokens or hang)", name)
 	}
 	switch name {
 	case "latency":
@@ -134,8 +141,14 @@ func (d *Directives) apply(name, value string, hasValue bool) error {
 			return fmt.Errorf("bad retry_after %q: want whole seconds >= 0", value)
 		}
 		d.RetryAfter, d.HasRetryAfter = time.Duration(secs)*time.Second, true
+	case "tokens":
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 1 || n > MaxSimTokens {
+			return fmt.Errorf("bad tokens %q: want a whole number from 1 to %d", value, MaxSimTokens)
+		}
+		d.Tokens = n
 	default:
-		return fmt.Errorf("unknown directive %q (want latency, fail, retry_after or hang)", name)
+		return fmt.Errorf("unknown directive %q (want latency, fail, retry_after, tokens or hang)", name)
 	}
 	return nil
 }
@@ -178,6 +191,9 @@ func (d Directives) String() string {
 	}
 	if d.Hang {
 		parts = append(parts, DirectivePrefix+"hang")
+	}
+	if d.Tokens > 0 {
+		parts = append(parts, DirectivePrefix+"tokens="+strconv.Itoa(d.Tokens))
 	}
 	return strings.Join(parts, " ")
 }

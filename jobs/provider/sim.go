@@ -46,6 +46,11 @@ type SimConfig struct {
 	// Sleep waits d or until ctx is done, returning ctx's error in the
 	// second case. Optional, for tests; the default uses a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// RPM, when positive, makes the sim behave like a rate-limited account:
+	// it answers at most RPM calls in any sliding 60 s window (see simWindow).
+	RPM int
+	// Now is the clock of the RPM window. Optional, for tests.
+	Now func() time.Time
 }
 
 // DefaultSimConfig returns the contract's default configuration: a random
@@ -54,19 +59,30 @@ func DefaultSimConfig() SimConfig {
 	return SimConfig{MinLatency: DefaultSimMinLatency, MaxLatency: DefaultSimMaxLatency}
 }
 
+// SimRPMEnv is the environment variable holding the sim's requests per minute.
+const SimRPMEnv = "ASTERION_SIM_RPM"
+
 // SimConfigFromEnv returns the configuration selected by the
-// ASTERION_SIM_LATENCY variable read through getenv (os.Getenv in
-// production): DefaultSimConfig when it is empty, otherwise its range.
+// ASTERION_SIM_LATENCY and ASTERION_SIM_RPM variables read through getenv
+// (os.Getenv in production): DefaultSimConfig's latency when the first is
+// empty, otherwise its range; no rate limit when the second is empty or 0.
 func SimConfigFromEnv(getenv func(string) string) (SimConfig, error) {
-	v := strings.TrimSpace(getenv(SimLatencyEnv))
-	if v == "" {
-		return DefaultSimConfig(), nil
+	cfg := DefaultSimConfig()
+	if v := strings.TrimSpace(getenv(SimLatencyEnv)); v != "" {
+		lo, hi, err := ParseLatencyRange(v)
+		if err != nil {
+			return SimConfig{}, fmt.Errorf("%s: %w", SimLatencyEnv, err)
+		}
+		cfg.MinLatency, cfg.MaxLatency = lo, hi
 	}
-	lo, hi, err := ParseLatencyRange(v)
-	if err != nil {
-		return SimConfig{}, fmt.Errorf("%s: %w", SimLatencyEnv, err)
+	if v := strings.TrimSpace(getenv(SimRPMEnv)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return SimConfig{}, fmt.Errorf("%s=%q: want a whole number of requests per minute (0: none)", SimRPMEnv, v)
+		}
+		cfg.RPM = n
 	}
-	return SimConfig{MinLatency: lo, MaxLatency: hi}, nil
+	return cfg, nil
 }
 
 // ParseLatencyRange parses a latency range "min-max" such as "200ms-1.5s"
@@ -135,7 +151,8 @@ func isDigits(s string) bool {
 // moment. A malformed directive fails at once with KindProvider4xx: it is
 // the client's mistake and no attempt is made.
 type Sim struct {
-	cfg SimConfig
+	cfg    SimConfig
+	window *simWindow
 }
 
 // NewSim returns a simulated provider. A negative bound counts as zero and
@@ -150,7 +167,14 @@ func NewSim(cfg SimConfig) *Sim {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepContext
 	}
-	return &Sim{cfg: cfg}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Sim{cfg: cfg}
+	if cfg.RPM > 0 {
+		s.window = newSimWindow(cfg.RPM, cfg.Now)
+	}
+	return s
 }
 
 // Name returns "sim".
@@ -158,8 +182,12 @@ func (s *Sim) Name() string { return SimName }
 
 // Complete answers req after the simulated latency, or fails as its
 // directives ask. The answer is deterministic: "Simulated answer to: "
-// followed by a short echo of the prompt without its directives. The
-// RequestID is "sim-<job id>-<attempt>".
+// followed by a short echo of the prompt without its directives, or the N
+// words of #sim:tokens=N. With req.Output set, the answer is written one word
+// at a time, evenly spread over the latency. The RequestID is
+// "sim-<job id>-<attempt>". With an RPM limit, a call beyond it fails at once
+// with rate_limit, and every answer and failure reports the window's figures
+// in Limits.
 func (s *Sim) Complete(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, contextError(ctx, "sim request", err)
@@ -168,22 +196,41 @@ func (s *Sim) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, &Error{Kind: KindProvider4xx, Message: err.Error(), Err: err}
 	}
+	var limits Limits
+	if s.window != nil {
+		var refused *Error
+		if limits, refused = s.window.take(); refused != nil {
+			return Response{}, refused
+		}
+	}
 	if d.Hang {
 		<-ctx.Done()
-		return Response{}, contextError(ctx, "sim hang", ctx.Err())
+		e := contextError(ctx, "sim hang", ctx.Err())
+		e.Limits = limits
+		return Response{}, e
 	}
 	latency := d.Latency
 	if !d.HasLatency {
 		latency = s.randomLatency()
 	}
-	if err := s.cfg.Sleep(ctx, latency); err != nil {
-		return Response{}, contextError(ctx, "sim latency", err)
-	}
 	attempt := max(req.Attempt, 1)
-	if d.FailsAttempt(attempt) {
-		return Response{}, simFailure(d, attempt)
+	fails := d.FailsAttempt(attempt)
+	answer := simAnswer(d)
+	if req.Output == nil || fails {
+		if err := s.cfg.Sleep(ctx, latency); err != nil {
+			e := contextError(ctx, "sim latency", err)
+			e.Limits = limits
+			return Response{}, e
+		}
+	} else if e := s.write(ctx, req, d, answer, latency); e != nil {
+		e.Limits = limits
+		return Response{}, e
 	}
-	answer := "Simulated answer to: " + simEcho(d.Prompt)
+	if fails {
+		e := simFailure(d, attempt)
+		e.Limits = limits
+		return Response{}, e
+	}
 	model := req.Options.Model
 	if model == "" {
 		model = SimModel
@@ -195,7 +242,49 @@ func (s *Sim) Complete(ctx context.Context, req Request) (Response, error) {
 		Model:            model,
 		PromptTokens:     len(strings.Fields(d.Prompt)),
 		CompletionTokens: len(strings.Fields(answer)),
+		Limits:           limits,
 	}, nil
+}
+
+// write passes answer to req.Output word by word, the i-th of n words after i/n of the
+// latency. A cancellation or deadline on the way fails with what was written so far.
+func (s *Sim) write(ctx context.Context, req Request, d Directives, answer string, latency time.Duration) *Error {
+	words := strings.Fields(answer)
+	step := latency / time.Duration(max(len(words), 1))
+	var written strings.Builder
+	for i, w := range words {
+		if err := s.cfg.Sleep(ctx, step); err != nil {
+			e := contextError(ctx, "sim answer", err)
+			e.Partial = Partial{Text: written.String(), PromptTokens: len(strings.Fields(d.Prompt)), CompletionTokens: i}
+			return e
+		}
+		piece := w
+		if i > 0 {
+			piece = " " + w
+		}
+		written.WriteString(piece)
+		req.emit(piece)
+	}
+	return nil
+}
+
+// simWords are the words a #sim:tokens answer cycles through.
+var simWords = strings.Fields("the quick brown fox jumps over the lazy dog while seven patient " +
+	"workers carry every prompt safely through the queue and back")
+
+// simAnswer is the answer the directives ask for.
+func simAnswer(d Directives) string {
+	if d.Tokens == 0 {
+		return "Simulated answer to: " + simEcho(d.Prompt)
+	}
+	var b strings.Builder
+	for i := 0; i < d.Tokens; i++ {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(simWords[i%len(simWords)])
+	}
+	return b.String()
 }
 
 // randomLatency picks a latency in the configured range.
