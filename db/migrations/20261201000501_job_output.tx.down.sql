@@ -1,0 +1,2 @@
+DROP TABLE sa_job_output_archive;
+DROP TABLE sa_job_output;
