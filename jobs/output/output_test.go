@@ -58,7 +58,9 @@ func newRunningJob(t *testing.T, d *dbtest.DB, orgID int64) runningJob {
 	return runningJob{ID: job.ID, OrgID: orgID, UserID: user.ID, Attempt: 1, Claim: claim}
 }
 
-func (j runningJob) ref() output.Ref { return output.Ref{JobID: j.ID, Attempt: j.Attempt, Claim: j.Claim} }
+func (j runningJob) ref() output.Ref {
+	return output.Ref{JobID: j.ID, Attempt: j.Attempt, Claim: j.Claim}
+}
 
 func newWriter(t *testing.T, d *dbtest.DB, publish func([]db.OutputChunk)) *output.Writer {
 	t.Helper()
