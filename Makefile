@@ -1,9 +1,8 @@
 # Asterion: the two commands a person needs are `make run` and `make test`.
 SHELL := /bin/bash
 GO ?= go
-DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/asterion?sslmode=disable
 ASTERION_ADDR ?= 127.0.0.1:8080
-export DATABASE_URL ASTERION_ADDR
+export ASTERION_ADDR
 
 BIN := bin/asterion
 
@@ -12,9 +11,11 @@ BIN := bin/asterion
 build:
 	$(GO) build -o $(BIN) ./cmd/asterion
 
-## run: build, migrate and serve on $(ASTERION_ADDR) against $(DATABASE_URL) (the database is created when missing).
+## run: build, migrate and serve on $(ASTERION_ADDR) against $(DATABASE_URL) (the database is created
+## when missing); without DATABASE_URL, against 127.0.0.1:5432, or a private PostgreSQL in
+## .data/postgres when nothing answers there.
 run: build
-	./$(BIN) serve
+	./$(BIN) serve --local-database
 
 ## test: every test, with the race detector, against the local PostgreSQL.
 test: build

@@ -47,7 +47,8 @@ type cli struct {
 const usage = `usage: asterion <command> [flags]
 
 commands:
-  serve [--addr=127.0.0.1:8080] [--workers=N] [--no-worker]   migrate, then serve HTTP and run workers
+  serve [--addr=127.0.0.1:8080] [--workers=N] [--no-worker] [--local-database]
+                                                                migrate, then serve HTTP and run workers
   migrate [up|down|status] [--all]                              apply, roll back or show migrations
   org create NAME                                               create an org
   org set-webhook NAME (--url URL --secret-stdin | --clear)     deliver an org's responses to a webhook
