@@ -1,0 +1,216 @@
+package governor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"asterion/jobs/provider"
+)
+
+// Burst is how many calls may start at once when a model's limiter is idle. Two is the most
+// that keeps every window of w seconds within ceil(RPM × w / 60) + 2 starts.
+const Burst = 2
+
+// DefaultHorizon is how far ahead a slot may be reserved.
+const DefaultHorizon = 2 * time.Second
+
+// DefaultPauseAfter429 is the pause after a 429 without a usable Retry-After (design §8:
+// "else 60s min").
+const DefaultPauseAfter429 = 60 * time.Second
+
+// Config configures a Governor.
+type Config struct {
+	// DB holds the shared state. Required.
+	DB *bun.DB
+	// RPM and TPM bound the calls and the tokens started per minute for each model; zero
+	// means whatever the provider reports, and unlimited until it does.
+	RPM, TPM int
+	// Horizon is how far ahead a slot may be reserved, in (0, 1 min]. Default DefaultHorizon.
+	Horizon time.Duration
+}
+
+func (c *Config) validate() error {
+	if c.DB == nil {
+		return errors.New("governor: DB is required")
+	}
+	if c.RPM < 0 || c.TPM < 0 {
+		return fmt.Errorf("governor: RPM %d and TPM %d must not be negative", c.RPM, c.TPM)
+	}
+	if c.Horizon == 0 {
+		c.Horizon = DefaultHorizon
+	}
+	if c.Horizon < 0 || c.Horizon > time.Minute {
+		return fmt.Errorf("governor: Horizon %s is outside (0, 1m]", c.Horizon)
+	}
+	return nil
+}
+
+// Governor hands out call slots for the models of one provider account.
+type Governor struct {
+	cfg Config
+}
+
+// New validates cfg and returns a governor.
+func New(cfg Config) (*Governor, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Governor{cfg: cfg}, nil
+}
+
+// Grant is the answer to a reservation.
+type Grant struct {
+	// Granted means a slot was taken: the call may start after Wait.
+	Granted bool
+	// Wait is how long until the slot (granted) or until asking again is worth it (not
+	// granted: the slot would be beyond the horizon).
+	Wait time.Duration
+	// Paused means an operator paused the model: no slot until it is resumed.
+	Paused bool
+	// At is the slot on the database's clock (zero when paused).
+	At time.Time
+}
+
+// reserveSQL takes a slot; see the migration that defines the function.
+const reserveSQL = `SELECT granted, slot, now_at, paused FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`
+
+// Reserve asks for a slot for one call to model that will use about tokens tokens.
+func (g *Governor) Reserve(ctx context.Context, model string, tokens int) (Grant, error) {
+	var (
+		granted, paused bool
+		slot            sql.NullTime
+		now             time.Time
+	)
+	row := g.cfg.DB.DB.QueryRowContext(ctx, reserveSQL, model, g.cfg.RPM, g.cfg.TPM, max(tokens, 0),
+		g.cfg.Horizon.Seconds(), Burst)
+	if err := row.Scan(&granted, &slot, &now, &paused); err != nil {
+		return Grant{}, fmt.Errorf("reserve a call slot for model %s: %w", model, err)
+	}
+	gr := Grant{Granted: granted, Paused: paused}
+	if slot.Valid {
+		gr.At = slot.Time
+	}
+	if slot.Valid && slot.Time.After(now) {
+		gr.Wait = slot.Time.Sub(now)
+		if !granted {
+			// Ask again when the slot comes within the horizon.
+			gr.Wait = max(gr.Wait-g.cfg.Horizon, 10*time.Millisecond)
+		}
+	}
+	return gr, nil
+}
+
+// Observation is what a provider said about one call.
+type Observation struct {
+	// Limits are its rate-limit figures.
+	Limits provider.Limits
+	// RateLimited is true for a 429; RetryAfter is its Retry-After when HasRetryAfter.
+	RateLimited   bool
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	// ReservedTokens is what the slot counted, UsedTokens what the call really used (zero:
+	// unknown, nothing corrected).
+	ReservedTokens, UsedTokens int
+}
+
+// pause is how long every process must keep off the model after o.
+func (o Observation) pause() time.Duration {
+	var p time.Duration
+	if o.RateLimited {
+		p = DefaultPauseAfter429
+		if o.HasRetryAfter {
+			p = o.RetryAfter
+		}
+	}
+	l := o.Limits
+	if l.HasRemainingRequests && l.RemainingRequests == 0 {
+		p = max(p, l.ResetRequests)
+	}
+	if l.HasRemainingTokens && l.RemainingTokens == 0 {
+		p = max(p, l.ResetTokens)
+	}
+	return p
+}
+
+// observeSQL records an observation; see the migration that defines the function.
+const observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7)`
+
+// Observe records what the provider said after a call to model. Calls that reported nothing
+// worth recording cost no statement.
+func (g *Governor) Observe(ctx context.Context, model string, o Observation) error {
+	limitRPM, limitTPM := 0, 0
+	if o.Limits.HasLimitRequests {
+		limitRPM = o.Limits.LimitRequests
+	}
+	if o.Limits.HasLimitTokens {
+		limitTPM = o.Limits.LimitTokens
+	}
+	debt := 0
+	if o.UsedTokens > 0 {
+		debt = o.UsedTokens - o.ReservedTokens
+	}
+	pause := o.pause()
+	if limitRPM == 0 && limitTPM == 0 && pause == 0 && debt == 0 && !o.RateLimited {
+		return nil
+	}
+	if _, err := g.cfg.DB.DB.ExecContext(ctx, observeSQL, model, limitRPM, limitTPM, pause.Seconds(), g.cfg.TPM,
+		debt, o.RateLimited); err != nil {
+		return fmt.Errorf("record what the provider said of model %s: %w", model, err)
+	}
+	return nil
+}
+
+// SetPaused pauses or resumes every call to model, for every process (an operator's action).
+func (g *Governor) SetPaused(ctx context.Context, model string, paused bool) error {
+	_, err := g.cfg.DB.NewInsert().Model(&ModelState{Model: model, OperatorPaused: paused}).
+		Column("model", "operator_paused").
+		On("CONFLICT (model) DO UPDATE").Set("operator_paused = EXCLUDED.operator_paused").Set("updated_at = now()").
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("set model %s paused=%v: %w", model, paused, err)
+	}
+	return nil
+}
+
+// ModelState is one model's limiter as operators see it.
+type ModelState struct {
+	bun.BaseModel  `bun:"table:sa_governor"`
+	Model          string     `bun:"model,pk"`
+	PausedUntil    *time.Time `bun:"paused_until"`
+	OperatorPaused bool       `bun:"operator_paused"`
+	LearnedRPM     int        `bun:"learned_rpm"`
+	LearnedTPM     int        `bun:"learned_tpm"`
+	Calls          int64      `bun:"calls"`
+	Limited        int64      `bun:"limited"`
+	UpdatedAt      time.Time  `bun:"updated_at"`
+}
+
+// RPM is the limit in force for s: the configured one, else what the provider reported.
+func (g *Governor) RPM(s ModelState) int {
+	if g.cfg.RPM > 0 {
+		return g.cfg.RPM
+	}
+	return s.LearnedRPM
+}
+
+// TPM is the token limit in force for s.
+func (g *Governor) TPM(s ModelState) int {
+	if g.cfg.TPM > 0 {
+		return g.cfg.TPM
+	}
+	return s.LearnedTPM
+}
+
+// Models returns every model the governor has seen, by name.
+func (g *Governor) Models(ctx context.Context) ([]ModelState, error) {
+	var out []ModelState
+	if err := g.cfg.DB.NewSelect().Model(&out).Order("model").Scan(ctx); err != nil {
+		return nil, fmt.Errorf("read the provider governor: %w", err)
+	}
+	return out, nil
+}
