@@ -1,0 +1,129 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// heartbeats proves every execution of this process alive with one statement per interval,
+// however many run: LLM calls are long, and a process may hold thousands at once.
+type heartbeats struct {
+	db    *bun.DB
+	every time.Duration
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	execs map[*beating]struct{}
+}
+
+// beating is one execution the heartbeats keep alive.
+type beating struct {
+	jobID uuid.UUID
+	claim string
+	// lost is called once when a heartbeat finds the job no longer running under the claim
+	// (cancelled or reclaimed), so the execution abandons its provider call.
+	lost func()
+}
+
+func newHeartbeats(bunDB *bun.DB, every time.Duration, log *slog.Logger) *heartbeats {
+	return &heartbeats{db: bunDB, every: every, log: log, execs: map[*beating]struct{}{}}
+}
+
+// add keeps the execution of jobID under claim alive until the returned remove is called.
+func (h *heartbeats) add(jobID uuid.UUID, claim string, lost func()) (remove func()) {
+	b := &beating{jobID: jobID, claim: claim, lost: lost}
+	h.mu.Lock()
+	h.execs[b] = struct{}{}
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.execs, b)
+		h.mu.Unlock()
+	}
+}
+
+// run beats every interval until ctx ends.
+func (h *heartbeats) run(ctx context.Context) {
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := h.beat(ctx); err != nil && ctx.Err() == nil {
+				h.log.Warn("heartbeat failed", "err", err)
+			}
+		}
+	}
+}
+
+// heartbeatSQL touches the heartbeat of every listed execution still running under its claim
+// and returns the jobs it touched; the list comes as one JSON array so the text never changes.
+const heartbeatSQL = `WITH v AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, claim text)
+)
+UPDATE sa_job j SET running_heartbeat_at = now()
+FROM v
+WHERE j.id = v.id AND j.state = 'running' AND j.worker_claim = v.claim
+RETURNING j.id`
+
+// beat sends one heartbeat for every execution and tells those whose claim is gone.
+func (h *heartbeats) beat(ctx context.Context) error {
+	h.mu.Lock()
+	execs := make([]*beating, 0, len(h.execs))
+	for b := range h.execs {
+		execs = append(execs, b)
+	}
+	h.mu.Unlock()
+	if len(execs) == 0 {
+		return nil
+	}
+	type row struct {
+		ID    uuid.UUID `json:"id"`
+		Claim string    `json:"claim"`
+	}
+	list := make([]row, len(execs))
+	for i, b := range execs {
+		list[i] = row{ID: b.jobID, Claim: b.claim}
+	}
+	payload, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("encode %d heartbeats: %w", len(execs), err)
+	}
+	rows, err := h.db.DB.QueryContext(ctx, heartbeatSQL, string(payload))
+	if err != nil {
+		return fmt.Errorf("heartbeat %d executions: %w", len(execs), err)
+	}
+	alive := make(map[uuid.UUID]bool, len(execs))
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("read heartbeat answer: %w", err)
+		}
+		alive[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("heartbeat %d executions: %w", len(execs), err)
+	}
+	for _, b := range execs {
+		if !alive[b.jobID] {
+			h.mu.Lock()
+			_, still := h.execs[b]
+			delete(h.execs, b)
+			h.mu.Unlock()
+			if still {
+				b.lost()
+			}
+		}
+	}
+	return nil
+}
