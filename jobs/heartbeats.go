@@ -21,6 +21,8 @@ type heartbeats struct {
 
 	mu    sync.Mutex
 	execs map[*beating]struct{}
+	// looping is set while loop runs: from the first execution added to the last removed.
+	looping bool
 }
 
 // beating is one execution the heartbeats keep alive.
@@ -41,7 +43,12 @@ func (h *heartbeats) add(jobID uuid.UUID, claim string, lost func()) (remove fun
 	b := &beating{jobID: jobID, claim: claim, lost: lost}
 	h.mu.Lock()
 	h.execs[b] = struct{}{}
+	start := !h.looping
+	h.looping = true
 	h.mu.Unlock()
+	if start {
+		go h.loop()
+	}
 	return func() {
 		h.mu.Lock()
 		delete(h.execs, b)
@@ -49,19 +56,23 @@ func (h *heartbeats) add(jobID uuid.UUID, claim string, lost func()) (remove fun
 	}
 }
 
-// run beats every interval until ctx ends.
-func (h *heartbeats) run(ctx context.Context) {
+// loop beats every interval while executions run, and ends with the last.
+func (h *heartbeats) loop() {
 	t := time.NewTicker(h.every)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	for range t.C {
+		h.mu.Lock()
+		if len(h.execs) == 0 {
+			h.looping = false
+			h.mu.Unlock()
 			return
-		case <-t.C:
-			if err := h.beat(ctx); err != nil && ctx.Err() == nil {
-				h.log.Warn("heartbeat failed", "err", err)
-			}
 		}
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), max(h.every, 5*time.Second))
+		if err := h.beat(ctx); err != nil {
+			h.log.Warn("heartbeat failed", "err", err)
+		}
+		cancel()
 	}
 }
 

@@ -107,3 +107,30 @@ func TestHeartbeatsRemoveStopsBeating(t *testing.T) {
 		t.Errorf("a removed execution was beaten at %v", at)
 	}
 }
+
+// TestHeartbeatsBeatOnTheirOwn: an added execution is beaten within the interval, and told when
+// its claim goes, with no call to beat.
+func TestHeartbeatsBeatOnTheirOwn(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	h := newHeartbeats(d.Bun, 20*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	claim := "w/own"
+	id := runningJobRow(t, d, claim)
+	lost := make(chan struct{})
+	defer h.add(id, claim, func() { close(lost) })()
+	deadline := time.Now().Add(10 * time.Second)
+	for !heartbeatAt(t, d, id).After(time.Now().Add(-time.Minute)) {
+		if time.Now().After(deadline) {
+			t.Fatal("never beaten")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := d.Bun.NewRaw("UPDATE sa_job SET worker_claim = NULL WHERE id = ?", id).Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never told the claim is lost")
+	}
+}

@@ -356,3 +356,28 @@ func TestHubDropsALaggingSubscriber(t *testing.T) {
 		t.Errorf("lagged %v after %d chunks, want dropped after its buffer of 1", sub.Lagged(), n)
 	}
 }
+
+// TestWriterFlushesOnItsOwnWhileStreamsAreOpen: without any call to Flush, text written to an
+// open stream is stored within the flush interval.
+func TestWriterFlushesOnItsOwnWhileStreamsAreOpen(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	j := newRunningJob(t, d, 0)
+	got := make(chan []db.OutputChunk, 4)
+	w, err := output.NewWriter(output.WriterConfig{DB: d.Bun, Logger: discard, FlushEvery: 20 * time.Millisecond,
+		Publish: func(cs []db.OutputChunk) { got <- cs }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.Open(j.ref())
+	defer func() { _ = s.Close(context.Background()) }()
+	s.Write("on its own")
+	select {
+	case cs := <-got:
+		if len(cs) != 1 || cs[0].Text != "on its own" {
+			t.Errorf("published %+v", cs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing stored without a Flush call")
+	}
+}

@@ -80,11 +80,13 @@ type Writer struct {
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{}
+	// looping is set while loop runs.
+	looping bool
 	// flushMu makes flushes one at a time, whether the loop's or a closing stream's.
 	flushMu sync.Mutex
 }
 
-// NewWriter validates cfg and returns a writer; Run stores what its streams write.
+// NewWriter validates cfg and returns a writer.
 func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -95,22 +97,24 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 // Tag is the tag of this writer's announcements.
 func (w *Writer) Tag() string { return w.cfg.Tag }
 
-// Run flushes every FlushEvery until ctx ends, then once more.
-func (w *Writer) Run(ctx context.Context) {
+// loop flushes every FlushEvery while streams are open; Open starts it and it ends with the
+// last stream, so an idle writer runs nothing.
+func (w *Writer) loop() {
 	t := time.NewTicker(w.cfg.FlushEvery)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = w.Flush(fctx)
-			cancel()
+	for range t.C {
+		w.mu.Lock()
+		if len(w.streams) == 0 {
+			w.looping = false
+			w.mu.Unlock()
 			return
-		case <-t.C:
-			if err := w.Flush(ctx); err != nil && ctx.Err() == nil {
-				w.cfg.Logger.Warn("storing live output failed; it is kept and retried", "err", err)
-			}
 		}
+		w.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.Flush(ctx); err != nil {
+			w.cfg.Logger.Warn("storing live output failed; it is kept and retried", "err", err)
+		}
+		cancel()
 	}
 }
 
@@ -127,7 +131,12 @@ func (w *Writer) Open(ref Ref) *Stream {
 	s := &Stream{w: w, ref: ref, next: 1}
 	w.mu.Lock()
 	w.streams[s] = struct{}{}
+	start := !w.looping
+	w.looping = true
 	w.mu.Unlock()
+	if start {
+		go w.loop()
+	}
 	return s
 }
 
@@ -293,13 +302,21 @@ func (s *Stream) Text() string {
 	return s.text.String()
 }
 
-// Close stores what is pending and ends the stream; writes after it are ignored. It returns
-// an error when some chunk could not be stored (they are lost with the stream).
+// Close stores what is pending and ends the stream; writes after it are ignored. A failed
+// store is tried again twice; the error says some chunk could not be stored (it is lost with
+// the stream).
 func (s *Stream) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	err := s.w.flush(ctx, []*Stream{s})
+	for wait := 100 * time.Millisecond; err != nil && wait <= 200*time.Millisecond && ctx.Err() == nil; wait *= 2 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		err = s.w.flush(ctx, []*Stream{s})
+	}
 	s.w.mu.Lock()
 	delete(s.w.streams, s)
 	s.w.mu.Unlock()
