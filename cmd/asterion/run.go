@@ -52,6 +52,8 @@ commands:
   migrate [up|down|status] [--all]                              apply, roll back or show migrations
   org create NAME                                               create an org
   org set-webhook NAME (--url URL --secret-stdin | --clear)     deliver an org's responses to a webhook
+  org set-budget NAME (--tokens N --period day|month | --clear) cap an org's tokens per UTC day or month
+  org set-weight NAME N                                         an org's weight in the fair share of workers
   user create --org ORG --name NAME --role ROLE [--password-stdin]
   token create --user NAME                                      print a new API token
   run-worker [--once] [--batch-size=N] [--priority-ceiling=N]   a worker process only
@@ -80,6 +82,12 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 	case "org":
 		if len(rest) > 0 && rest[0] == "set-webhook" {
 			return c.orgSetWebhook(ctx, rest[1:])
+		}
+		if len(rest) > 0 && rest[0] == "set-budget" {
+			return c.orgSetBudget(ctx, rest[1:])
+		}
+		if len(rest) > 0 && rest[0] == "set-weight" {
+			return c.orgSetWeight(ctx, rest[1:])
 		}
 		if len(rest) == 0 || rest[0] != "create" {
 			return usagef("usage: asterion org create NAME")

@@ -1,0 +1,1 @@
+DROP TABLE sa_org_share;
