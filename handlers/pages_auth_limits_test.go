@@ -152,3 +152,25 @@ func rawForm(path, body string) *http.Request {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return req
 }
+
+// A page request with a session that ended elsewhere is signed out: redirected to sign in, and
+// the dead cookie is cleared.
+func TestEndedSessionIsSignedOut(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, Deps{})
+	pw := e.user(t, "acme", "olga", identity.RoleOperator)
+	b := e.signIn(t, "olga", pw)
+	cookie := b.cookies[sessionCookie]
+	if _, err := e.ids.RevokeSessions(context.Background(), "olga"); err != nil {
+		t.Fatal(err)
+	}
+	req := get("/mission")
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+	resp, _ := e.do(t, req)
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login") {
+		t.Fatalf("ended session: %d %q, want 303 to /login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if c := cookieNamed(resp, sessionCookie); c == nil || c.Value != "" || c.Path != "/" {
+		t.Fatalf("the dead cookie is not cleared: %+v", c)
+	}
+}
