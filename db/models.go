@@ -40,6 +40,7 @@ type APIToken struct {
 	CreatedAt     time.Time  `bun:"created_at,nullzero,default:now()"`
 	LastUsedAt    *time.Time `bun:"last_used_at"`
 	RevokedAt     *time.Time `bun:"revoked_at"`
+	ExpiresAt     *time.Time `bun:"expires_at"`
 }
 
 // Session is a signed-in browser, keyed by the hash of its cookie value.

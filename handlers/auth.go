@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -102,6 +103,12 @@ func (s *Server) authorize(access Access, surface Surface) fiber.Handler {
 		}
 		if errors.Is(err, identity.ErrUnauthenticated) {
 			if surface == Page {
+				if c.Cookies(sessionCookie) != "" {
+					// The session ended (signed out elsewhere, revoked, expired, user disabled):
+					// the browser drops the dead cookie.
+					c.Cookie(&fiber.Cookie{Name: sessionCookie, Value: "", Path: "/", HTTPOnly: true,
+						SameSite: fiber.CookieSameSiteLaxMode, Secure: s.deps.SecureCookies, Expires: time.Unix(0, 0)})
+				}
 				return c.Redirect("/login?next="+url.QueryEscape(string(c.Request().URI().RequestURI())), fiber.StatusSeeOther)
 			}
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="asterion"`)
@@ -125,13 +132,29 @@ func safeMethod(m string) bool {
 	return m == fiber.MethodGet || m == fiber.MethodHead || m == fiber.MethodOptions
 }
 
-// validCSRF accepts the token from the htmx header or a plain form field.
+// validCSRF accepts the token from the htmx header or a form field of the body, never from the
+// query string, which ends up in logs, history and Referer headers.
 func validCSRF(c *fiber.Ctx, want string) bool {
 	got := c.Get(csrfHeader)
 	if got == "" {
-		got = c.FormValue(csrfField)
+		got = bodyFormValue(c, csrfField)
 	}
 	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// bodyFormValue reads a field of a url-encoded or multipart body (fasthttp's FormValue would
+// also look at the query string).
+func bodyFormValue(c *fiber.Ctx, key string) string {
+	ct := string(c.Request().Header.ContentType())
+	switch {
+	case strings.HasPrefix(ct, fiber.MIMEApplicationForm):
+		return string(c.Request().PostArgs().Peek(key))
+	case strings.HasPrefix(ct, fiber.MIMEMultipartForm):
+		if f, err := c.MultipartForm(); err == nil && len(f.Value[key]) > 0 {
+			return f.Value[key][0]
+		}
+	}
+	return ""
 }
 
 func (s *Server) forbidden(c *fiber.Ctx, surface Surface, detail string) error {

@@ -32,10 +32,31 @@ const SessionTTL = 12 * time.Hour
 type Service struct {
 	db  *bun.DB
 	now func() time.Time
+	cfg Config
+	// hashSlots bounds the password hashes running at once in this process (one token each).
+	hashSlots chan struct{}
 }
 
-// NewService returns a Service over bunDB.
-func NewService(bunDB *bun.DB) *Service { return &Service{db: bunDB, now: time.Now} }
+// NewService returns a Service over bunDB with the default Config.
+func NewService(bunDB *bun.DB) *Service {
+	s, err := New(bunDB, Config{})
+	if err != nil {
+		panic("identity: the default config is invalid: " + err.Error())
+	}
+	return s
+}
+
+// New returns a Service over bunDB with cfg, or the reason cfg is invalid.
+func New(bunDB *bun.DB, cfg Config) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Service{db: bunDB, now: time.Now, cfg: cfg, hashSlots: make(chan struct{}, cfg.MaxConcurrentHashes)}, nil
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
 
 // CreateOrg creates an org with a unique name.
 func (s *Service) CreateOrg(ctx context.Context, name string) (db.Org, error) {
@@ -82,8 +103,8 @@ func (s *Service) CreateUser(ctx context.Context, orgName, name string, role Rol
 	}
 	u := db.User{OrgID: org.ID, Name: name, Role: string(role)}
 	if password != "" {
-		if len(password) < 8 {
-			return db.User{}, fmt.Errorf("%w: password must be at least 8 characters", ErrInvalid)
+		if err := checkPassword(password); err != nil {
+			return db.User{}, err
 		}
 		h, err := HashPassword(password)
 		if err != nil {
@@ -100,37 +121,6 @@ func (s *Service) CreateUser(ctx context.Context, orgName, name string, role Rol
 	return u, nil
 }
 
-// CreateToken issues a new API token for the named user and returns it; only its hash is kept.
-func (s *Service) CreateToken(ctx context.Context, userName string) (string, error) {
-	var u db.User
-	err := s.db.NewSelect().Model(&u).Where("name = ?", userName).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("user %q: %w", userName, ErrNotFound)
-	}
-	if err != nil {
-		return "", fmt.Errorf("find user %q: %w", userName, err)
-	}
-	secret := NewSecret(tokenPrefix)
-	tok := db.APIToken{UserID: u.ID, TokenHash: HashSecret(secret), Prefix: secret[:len(tokenPrefix)+6]}
-	if _, err := s.db.NewInsert().Model(&tok).Exec(ctx); err != nil {
-		return "", fmt.Errorf("store token for %q: %w", userName, err)
-	}
-	return secret, nil
-}
-
-// RevokeToken makes a token unusable from now on.
-func (s *Service) RevokeToken(ctx context.Context, secret string) error {
-	res, err := s.db.NewUpdate().Model((*db.APIToken)(nil)).Set("revoked_at = now()").
-		Where("token_hash = ? AND revoked_at IS NULL", HashSecret(secret)).Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("revoke token: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("token: %w", ErrNotFound)
-	}
-	return nil
-}
-
 // principalQuery selects a principal by a join condition.
 const principalSelect = `SELECT u.id, u.name, u.role, o.id, o.name FROM users u JOIN orgs o ON o.id = u.org_id `
 
@@ -144,55 +134,9 @@ func scanPrincipal(row interface{ Scan(...any) error }) (Principal, error) {
 	return p, nil
 }
 
-// AuthenticateToken returns the principal of a bearer token, or ErrUnauthenticated.
-func (s *Service) AuthenticateToken(ctx context.Context, secret string) (Principal, error) {
-	if !strings.HasPrefix(secret, tokenPrefix) || len(secret) > 200 {
-		return Principal{}, ErrUnauthenticated
-	}
-	// Every API request runs this: through database/sql with a parameter, the connection
-	// keeps it prepared (see db.Open), and PostgreSQL plans the join once.
-	row := s.db.DB.QueryRowContext(ctx, principalSelect+
-		`JOIN api_tokens t ON t.user_id = u.id WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL`,
-		HashSecret(secret))
-	p, err := scanPrincipal(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Principal{}, ErrUnauthenticated
-	}
-	if err != nil {
-		return Principal{}, fmt.Errorf("authenticate token: %w", err)
-	}
-	return p, nil
-}
-
-// Login checks a name and password and opens a session. A wrong name and a wrong password fail
-// alike, in about the same time. It returns the cookie value (shown once) and the session.
-func (s *Service) Login(ctx context.Context, name, password string) (string, db.Session, Principal, error) {
-	var u db.User
-	err := s.db.NewSelect().Model(&u).Where("name = ? AND disabled_at IS NULL", name).Scan(ctx)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return "", db.Session{}, Principal{}, fmt.Errorf("login: %w", err)
-	}
-	hash := dummyHash
-	if err == nil && u.PasswordHash != nil {
-		hash = *u.PasswordHash
-	}
-	ok, verr := VerifyPassword(password, hash)
-	if err != nil || u.PasswordHash == nil || verr != nil || !ok {
-		return "", db.Session{}, Principal{}, ErrUnauthenticated
-	}
-	cookie := NewSecret("")
-	sess := db.Session{IDHash: HashSecret(cookie), UserID: u.ID, CSRFToken: NewSecret(""), ExpiresAt: s.now().Add(SessionTTL)}
-	if _, err := s.db.NewInsert().Model(&sess).Exec(ctx); err != nil {
-		return "", db.Session{}, Principal{}, fmt.Errorf("create session: %w", err)
-	}
-	p, err := scanPrincipal(s.db.QueryRowContext(ctx, principalSelect+`WHERE u.id = ?`, u.ID))
-	if err != nil {
-		return "", db.Session{}, Principal{}, fmt.Errorf("load principal: %w", err)
-	}
-	return cookie, sess, p, nil
-}
-
-// SessionPrincipal returns the principal and CSRF token of a live session cookie.
+// SessionPrincipal returns the principal and CSRF token of a live session cookie, or
+// ErrUnauthenticated for a session that is unknown, signed out, revoked or expired, or whose
+// user is disabled. It is the one answer to "is this session still valid".
 func (s *Service) SessionPrincipal(ctx context.Context, cookie string) (Principal, string, error) {
 	if cookie == "" || len(cookie) > 200 {
 		return Principal{}, "", ErrUnauthenticated

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"asterion/identity"
@@ -54,11 +55,10 @@ func (c *cli) userCreate(ctx context.Context, args []string) error {
 	}
 	password := ""
 	if *pwStdin {
-		line, err := bufio.NewReader(c.stdin).ReadString('\n')
-		if err != nil && line == "" {
-			return fmt.Errorf("read password from stdin: nothing given")
+		var err error
+		if password, err = readPasswordLine(c.stdin); err != nil {
+			return err
 		}
-		password = strings.TrimRight(line, "\r\n")
 	}
 	cn, err := c.connect(ctx, cm, false, 1)
 	if err != nil {
@@ -76,26 +76,11 @@ func (c *cli) userCreate(ctx context.Context, args []string) error {
 	return nil
 }
 
-// tokenCreate prints a new token alone on one line and nothing else on stdout.
-func (c *cli) tokenCreate(ctx context.Context, args []string) error {
-	fs := newFlags("token create")
-	cm := c.bindCommon(fs)
-	user := fs.String("user", "", "user name")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// readPasswordLine reads a password from the first line of r.
+func readPasswordLine(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("read password from stdin: nothing given")
 	}
-	if *user == "" || fs.NArg() > 0 {
-		return usagef("usage: asterion token create --user NAME")
-	}
-	cn, err := c.connect(ctx, cm, false, 1)
-	if err != nil {
-		return err
-	}
-	defer cn.close()
-	tok, err := identity.NewService(cn.bun).CreateToken(ctx, *user)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(c.stdout, tok)
-	return nil
+	return strings.TrimRight(line, "\r\n"), nil
 }

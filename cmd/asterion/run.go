@@ -55,7 +55,12 @@ commands:
   org set-budget NAME (--tokens N --period day|month | --clear) cap an org's tokens per UTC day or month
   org set-weight NAME N                                         an org's weight in the fair share of workers
   user create --org ORG --name NAME --role ROLE [--password-stdin]
-  token create --user NAME                                      print a new API token
+  user disable NAME | user enable NAME                          stop or restore a user (disable ends its sessions)
+  user set-password NAME --password-stdin                       replace a password (ends the user's sessions)
+  token create --user NAME [--expires 30d]                      print a new API token
+  token list --user NAME                                        a user's tokens: id, prefix, created, last used, expiry
+  token revoke ID                                               make a token unusable at once
+  session revoke --user NAME                                    sign a user out of every browser
   run-worker [--once] [--batch-size=N] [--priority-ceiling=N]   a worker process only
   prompt run TEXT                                               run one prompt in-process and print the answer
   list-jobs [--state=] [--org=] [--since=] [--limit=N]          list jobs, newest first
@@ -94,15 +99,28 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 		}
 		return c.orgCreate(ctx, rest[1:])
 	case "user":
-		if len(rest) == 0 || rest[0] != "create" {
-			return usagef("usage: asterion user create --org ORG --name NAME --role member|operator|admin [--password-stdin]")
+		switch {
+		case len(rest) > 0 && rest[0] == "create":
+			return c.userCreate(ctx, rest[1:])
+		case len(rest) > 0 && (rest[0] == "disable" || rest[0] == "enable" || rest[0] == "set-password"):
+			return c.userCommand(ctx, rest[0], rest[1:])
 		}
-		return c.userCreate(ctx, rest[1:])
+		return usagef("usage: asterion user create|disable|enable|set-password … (run asterion help)")
 	case "token":
-		if len(rest) == 0 || rest[0] != "create" {
-			return usagef("usage: asterion token create --user NAME")
+		switch {
+		case len(rest) > 0 && rest[0] == "create":
+			return c.tokenCreate(ctx, rest[1:])
+		case len(rest) > 0 && rest[0] == "list":
+			return c.tokenList(ctx, rest[1:])
+		case len(rest) > 0 && rest[0] == "revoke":
+			return c.tokenRevoke(ctx, rest[1:])
 		}
-		return c.tokenCreate(ctx, rest[1:])
+		return usagef("usage: asterion token create|list|revoke … (run asterion help)")
+	case "session":
+		if len(rest) == 0 || rest[0] != "revoke" {
+			return usagef("usage: asterion session revoke --user NAME")
+		}
+		return c.sessionRevoke(ctx, rest[1:])
 	case "run-worker":
 		return c.runWorker(ctx, rest)
 	case "prompt":

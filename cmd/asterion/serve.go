@@ -46,7 +46,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	_, _, verr := cm.validate(c.getenv)
 	st, serr := c.jobsSettings()
-	if err := errors.Join(verr, serr, validateAddr(*addr)); err != nil {
+	idCfg, ierr := c.identityConfig()
+	if err := errors.Join(verr, serr, ierr, validateAddr(*addr)); err != nil {
 		return err
 	}
 	if *workers == 0 {
@@ -75,16 +76,26 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	for _, a := range applied {
 		log.Info("migration applied", "migration", a)
 	}
-	ids := identity.NewService(cn.bun)
+	ids, err := identity.New(cn.bun, idCfg)
+	if err != nil {
+		return err
+	}
 	generated, created, err := ids.Bootstrap(ctx, c.getenv("ASTERION_ADMIN_PASSWORD"))
 	if err != nil {
 		return fmt.Errorf("bootstrap first admin: %w", err)
 	}
 	if created && generated != "" {
-		log.Warn("created org default and user admin with a generated password; it is shown only once", "password", generated)
+		// The password goes to stderr once, outside the JSON log, so log shipping never keeps it.
+		log.Warn("created org default and user admin with a generated password; it is printed once on stderr, outside the log")
+		fmt.Fprintf(c.stderr, "asterion: generated password of user admin (shown only this once): %s\n", generated)
 	} else if created {
 		log.Info("created org default and user admin with the password from ASTERION_ADMIN_PASSWORD")
 	}
+
+	maintCtx, stopMaint := context.WithCancel(ctx)
+	maintDone := make(chan struct{})
+	go func() { defer close(maintDone); ids.RunMaintenance(maintCtx, log) }()
+	defer func() { stopMaint(); <-maintDone }()
 
 	svc, err := c.newJobsService(cn, st)
 	if err != nil {

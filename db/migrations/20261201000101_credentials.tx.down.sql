@@ -1,0 +1,2 @@
+DROP TABLE login_failures;
+ALTER TABLE api_tokens DROP COLUMN expires_at;
