@@ -192,14 +192,20 @@ func (s *Service) releaseAttempt(ctx context.Context, id int64) {
 
 // verifyLimited runs VerifyPassword in one of the process's hash slots.
 func (s *Service) verifyLimited(ctx context.Context, password, hash string) (bool, error) {
-	wait := time.NewTimer(s.cfg.HashWait)
-	defer wait.Stop()
 	select {
 	case s.hashSlots <- struct{}{}:
-	case <-wait.C:
-		return false, ErrSignInBusy
-	case <-ctx.Done():
-		return false, ctx.Err()
+	default:
+		// Only a sign-in that finds every slot taken waits, so a free slot is never lost to
+		// a timer that fired at the same moment.
+		wait := time.NewTimer(s.cfg.HashWait)
+		defer wait.Stop()
+		select {
+		case s.hashSlots <- struct{}{}:
+		case <-wait.C:
+			return false, ErrSignInBusy
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
 	}
 	defer func() { <-s.hashSlots }()
 	return VerifyPassword(password, hash)
