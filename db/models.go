@@ -97,6 +97,13 @@ type Job struct {
 	RiverJobID         *int64          `bun:"river_job_id"`
 	ScheduledAt        time.Time       `bun:"scheduled_at,nullzero,default:now()"`
 	OperationID        *uuid.UUID      `bun:"operation_id,type:uuid"`
+	// CancelOutcome says how a cancel landed: before_start or aborted.
+	CancelOutcome *string `bun:"cancel_outcome"`
+	// WaitingFor says why a queued job has not started: provider_capacity, org_share or
+	// org_paused.
+	WaitingFor *string `bun:"waiting_for"`
+	// ScheduledFor is the time a scheduled prompt asked to run at.
+	ScheduledFor *time.Time `bun:"scheduled_for"`
 }
 
 // Edge links two entities; a response flows from its prompt.

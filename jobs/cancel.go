@@ -13,6 +13,14 @@ import (
 	"asterion/db"
 )
 
+// How a cancel landed, recorded on the job as cancel_outcome.
+const (
+	// CancelBeforeStart: the job was queued and never reached the provider.
+	CancelBeforeStart = "before_start"
+	// CancelAborted: the provider call was in flight and was cut.
+	CancelAborted = "aborted"
+)
+
 // Actor names who acts, for the audit trail.
 type Actor struct {
 	UserID *int64
@@ -55,8 +63,14 @@ func (s *Service) cancelTx(ctx context.Context, tx bun.Tx, job db.Job, errorKind
 	if State(job.State).Terminal() {
 		return db.Job{}, fmt.Errorf("cancel job %s: it is %s: %w", job.ID, job.State, ErrConflict)
 	}
+	// A running job's provider call is cut by River's cancellation; a queued one never reached
+	// the provider. The job row says which, in the cancel's own transaction.
+	outcome := CancelBeforeStart
+	if State(job.State) == StateRunning {
+		outcome = CancelAborted
+	}
 	out, err := s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateQueued, StateRunning}, to: StateCancelled,
-		set: cancelledSet(errorKind)})
+		set: append(cancelledSet(errorKind), is("cancel_outcome = ?", outcome))})
 	if errors.Is(err, errNoChange) {
 		return db.Job{}, fmt.Errorf("cancel job %s: %w", job.ID, ErrConflict)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
 
@@ -149,18 +150,6 @@ func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 		where: []clause{is("river_job_id = ?", riverJobID)}}
 }
 
-// heartbeat proves the execution is alive. It reports false when the job is no longer running
-// under claim (cancelled or reclaimed), so the caller can abandon the adapter call.
-func (s *Service) heartbeat(ctx context.Context, jobID uuid.UUID, claim string) (bool, error) {
-	res, err := s.db.DB.ExecContext(ctx, "UPDATE sa_job SET running_heartbeat_at = now() WHERE id = $1 AND state = $2 AND worker_claim = $3",
-		jobID, string(StateRunning), claim)
-	if err != nil {
-		return true, fmt.Errorf("heartbeat job %s: %w", jobID, err)
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
-}
-
 // outcome is how an execution ended, for the River worker to translate.
 type outcome struct {
 	// state is the job's state after finalising ("" when the result was dropped).
@@ -185,47 +174,36 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	_ = json.Unmarshal(job.ExecutionOptions, &opts)
 	callCtx, cancelCall := context.WithCancelCause(ctx)
 	defer cancelCall(nil)
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		t := time.NewTicker(s.cfg.HeartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-callCtx.Done():
-				return
-			case <-t.C:
-				// A cancelled execution must not prove liveness any more, even if the ticker
-				// fired at the same moment.
-				if callCtx.Err() != nil {
-					return
-				}
-				ok, err := s.heartbeat(callCtx, job.ID, claim)
-				if err != nil {
-					s.log.Warn("heartbeat failed", "job_id", job.ID, "err", err)
-					continue
-				}
-				if !ok {
-					cancelCall(errClaimLost)
-					return
-				}
-			}
-		}
-	}()
+	removeBeat := s.beats.add(job.ID, claim, func() { cancelCall(errClaimLost) })
+	var out *output.Stream
+	if s.cfg.Output != nil {
+		out = s.cfg.Output.Open(output.Ref{JobID: job.ID, Attempt: job.Attempt, Claim: claim})
+	}
 	started := time.Now()
 	depth := 0
 	if opts.Depth != nil {
 		depth = *opts.Depth
 	}
-	resp, err := s.cfg.Provider.Complete(callCtx, provider.Request{PromptID: job.PromptID.String(), JobID: job.ID.String(),
+	req := provider.Request{PromptID: job.PromptID.String(), JobID: job.ID.String(),
 		Attempt: job.Attempt, Text: prompt.Body, Options: provider.Options{Model: opts.Model,
-			PreferProvider: opts.PreferProvider, RouterModel: opts.RouterModel, Depth: depth}})
+			PreferProvider: opts.PreferProvider, RouterModel: opts.RouterModel, Depth: depth}}
+	if out != nil {
+		req.Output = out.Write
+	}
+	resp, err := s.cfg.Provider.Complete(callCtx, req)
 	took := time.Since(started)
+	removeBeat()
 	cancelCall(nil)
-	<-hbDone
 	// Finalising must happen even when the worker's context has just been cancelled.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if out != nil {
+		// The output is stored before the job settles: a chunk is kept only while the job
+		// still runs this execution's claim and attempt.
+		if cerr := out.Close(fctx); cerr != nil {
+			s.log.Warn("the end of a job's live output was not stored", "job_id", job.ID, "err", cerr)
+		}
+	}
 	defer s.intake.transaction(fctx, laneFinish)()
 	if err == nil {
 		return s.finishSuccess(fctx, job, claim, *prompt, resp, took)

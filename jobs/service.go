@@ -16,6 +16,7 @@ import (
 
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
+	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
 
@@ -61,6 +62,8 @@ type Config struct {
 	// attempt. The job row always records the design's backoff in scheduled_at; tests shrink
 	// the real wait instead of sleeping it. Nil means the backoff itself.
 	Wait func(backoff time.Duration) time.Duration
+	// Output, when set, stores the live output of every execution as it arrives.
+	Output *output.Writer
 	// Delivery configures webhook delivery of succeeded responses (delivery.go).
 	Delivery DeliveryConfig
 	// IntakeYield is the longest a worker of this process delays the start of a job while
@@ -89,6 +92,8 @@ type Service struct {
 	intake *intake
 	// submits gathers concurrent submits into shared transactions.
 	submits *txGroup[SubmitRequest, Submitted]
+	// beats proves every execution of this process alive, one statement per interval.
+	beats *heartbeats
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 }
@@ -137,7 +142,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
 	}
 	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{},
-		intake: newIntake(cfg.IntakeYield)}
+		intake: newIntake(cfg.IntakeYield), beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
 	s.submits = s.newSubmitGroup()
 	s.RegisterOwner(promptOwner{s})
 	s.RegisterOwner(deliveryOwner{s})

@@ -8,6 +8,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
 
@@ -64,7 +65,7 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 }
 
 // newJobsService builds the execution core with the configured provider.
-func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
+func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jobs.Service, error) {
 	prov, err := provider.FromEnv(c.getenv)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
 	policy.DefaultTTL = st.maxTTL
 	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
-		IntakeYield: st.intakeYield})
+		IntakeYield: st.intakeYield, Output: out})
 }
 
 // newRuntime builds a worker pool.

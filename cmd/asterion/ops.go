@@ -32,7 +32,7 @@ func (c *cli) opsEnv(ctx context.Context, cm *common) (*conn, *jobs.Service, err
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := c.newJobsService(cn, st)
+	svc, err := c.newJobsService(cn, st, nil)
 	if err != nil {
 		cn.close()
 		return nil, nil, err

@@ -36,7 +36,7 @@ func (c *cli) promptRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := c.newJobsService(cn, st)
+	svc, err := c.newJobsService(cn, st, nil)
 	if err != nil {
 		return err
 	}

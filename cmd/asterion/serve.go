@@ -97,7 +97,12 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	go func() { defer close(maintDone); ids.RunMaintenance(maintCtx, log) }()
 	defer func() { stopMaint(); <-maintDone }()
 
-	svc, err := c.newJobsService(cn, st)
+	out, outHub, err := newOutput(cn, true)
+	if err != nil {
+		return err
+	}
+	defer outHub.Start(context.WithoutCancel(ctx))()
+	svc, err := c.newJobsService(cn, st, out)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,11 @@ func (c *cli) runWorker(ctx context.Context, args []string) error {
 	if _, err := cn.migrateUp(ctx); err != nil {
 		return err
 	}
-	svc, err := c.newJobsService(cn, st)
+	out, _, err := newOutput(cn, false)
+	if err != nil {
+		return err
+	}
+	svc, err := c.newJobsService(cn, st, out)
 	if err != nil {
 		return err
 	}

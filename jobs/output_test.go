@@ -1,0 +1,135 @@
+package jobs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"asterion/db"
+	"asterion/jobs"
+	"asterion/jobs/output"
+	"asterion/jobs/provider"
+)
+
+// withOutput gives a service a live output writer that flushes every 20 ms.
+func withOutput(t *testing.T) func(*jobs.Config) {
+	return func(cfg *jobs.Config) {
+		w, err := output.NewWriter(output.WriterConfig{DB: cfg.DB, Logger: discard, FlushEvery: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Output = w
+	}
+}
+
+func (e *tenv) output(j db.Job) []db.OutputChunk {
+	e.t.Helper()
+	cs, err := db.OutputAfter(context.Background(), e.d.Bun, j.ID, j.Attempt, 0, 1000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cs
+}
+
+func joined(cs []db.OutputChunk) string {
+	var b strings.Builder
+	for _, c := range cs {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// TestStreamedJobOutput: a job's chunks are numbered 1..n without a gap, and a succeeded job's
+// response is exactly their concatenation; archiving the job moves its output with it.
+func TestStreamedJobOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), withOutput(t))
+	startRuntime(t, e, e.s, 2)
+	sub := e.submit("write #sim:tokens=40 #sim:latency=400ms")
+	waitFor(t, 20*time.Second, "the job to succeed", func() bool { return e.job(sub.JobID).State == "succeeded" })
+	job := e.job(sub.JobID)
+	cs := e.output(job)
+	if len(cs) < 2 {
+		t.Fatalf("%d chunks for 40 words over 400 ms, want them written as they came", len(cs))
+	}
+	for i, c := range cs {
+		if c.Seq != i+1 || c.Attempt != 1 {
+			t.Fatalf("chunk %d is seq %d of attempt %d", i, c.Seq, c.Attempt)
+		}
+	}
+	var resp db.Entity
+	if err := e.d.Bun.NewSelect().Model(&resp).Where("id = ?", *job.ResponseID).Scan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if joined(cs) != resp.Body || len(strings.Fields(resp.Body)) != 40 {
+		t.Errorf("chunks make %q, the response is %q", joined(cs), resp.Body)
+	}
+
+	if _, err := e.s.ArchiveOldJobs(context.Background(), time.Now().Add(time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	var archived int
+	if err := e.d.Bun.NewSelect().TableExpr("sa_job_output_archive").ColumnExpr("count(*)").
+		Where("job_id = ?", job.ID).Scan(context.Background(), &archived); err != nil {
+		t.Fatal(err)
+	}
+	if archived != len(cs) {
+		t.Errorf("%d chunks archived, want %d", archived, len(cs))
+	}
+}
+
+// TestCancelMidAnswerKeepsThePartialOutput: cancelling a job while its answer streams cuts the
+// call, keeps what it had written and records that the call was aborted; a job cancelled
+// before it started records that instead.
+func TestCancelMidAnswerKeepsThePartialOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), withOutput(t))
+	startRuntime(t, e, e.s, 2)
+	sub := e.submit("long #sim:tokens=200 #sim:latency=20s")
+	waitFor(t, 20*time.Second, "the first chunks", func() bool {
+		j := e.job(sub.JobID)
+		return j.State == "running" && len(e.output(j)) >= 2
+	})
+	start := time.Now()
+	if _, err := e.s.Cancel(context.Background(), e.v, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	job := e.job(sub.JobID)
+	if job.State != "cancelled" || job.CancelOutcome == nil || *job.CancelOutcome != jobs.CancelAborted {
+		t.Fatalf("cancelled job: state %s outcome %v", job.State, job.CancelOutcome)
+	}
+	// The worker's execution ends once River's cancellation reaches it, with what it wrote.
+	waitFor(t, 10*time.Second, "the execution to end", func() bool {
+		var n int
+		_ = e.d.Bun.NewSelect().TableExpr("river_job").ColumnExpr("count(*)").Where("state = 'running'").Scan(context.Background(), &n)
+		return n == 0
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the execution ended %v after the cancel", took)
+	}
+	partial := joined(e.output(job))
+	full := provider.NewSim(provider.SimConfig{})
+	resp, err := full.Complete(context.Background(), provider.Request{Text: "long #sim:tokens=200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if partial == "" || !strings.HasPrefix(resp.Text, partial) || len(partial) >= len(resp.Text) {
+		t.Errorf("kept %q, want a non-empty beginning of the answer", partial)
+	}
+
+}
+
+// TestCancelBeforeStartRecordsIt: a job cancelled while queued (no worker runs here) records
+// that it never reached the provider.
+func TestCancelBeforeStartRecordsIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	sub := e.submit("never runs")
+	if _, err := e.s.Cancel(context.Background(), e.v, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.job(sub.JobID).CancelOutcome; got == nil || *got != jobs.CancelBeforeStart {
+		t.Errorf("cancel of a queued job: outcome %v, want %s", got, jobs.CancelBeforeStart)
+	}
+}
