@@ -63,7 +63,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer ln.Close()
 
-	cn, err := c.connect(ctx, cm, true, 20)
+	cn, err := c.connect(ctx, cm, true, 22)
 	if err != nil {
 		return err
 	}
