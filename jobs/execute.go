@@ -175,6 +175,10 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	callCtx, cancelCall := context.WithCancelCause(ctx)
 	defer cancelCall(nil)
 	removeBeat := s.beats.add(job.ID, claim, func() { cancelCall(errClaimLost) })
+	// A cancelled execution must not prove liveness any more, even while its provider call
+	// has yet to return.
+	stopBeatOnCancel := context.AfterFunc(callCtx, removeBeat)
+	defer stopBeatOnCancel()
 	var out *output.Stream
 	if s.cfg.Output != nil {
 		out = s.cfg.Output.Open(output.Ref{JobID: job.ID, Attempt: job.Attempt, Claim: claim})
