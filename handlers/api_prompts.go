@@ -54,10 +54,16 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 
 // jobsError maps the jobs package's sentinel errors onto the contract's status codes.
 func (s *Server) jobsError(c *fiber.Ctx, err error) error {
-	var verr *jobs.ValidationError
+	var (
+		verr   *jobs.ValidationError
+		budget *jobs.BudgetExhaustedError
+	)
 	switch {
 	case errors.As(err, &verr):
 		return validationProblem(c, verr.Fields)
+	case errors.As(err, &budget):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(budget.RetryAfter))
+		return typedProblem(c, fiber.StatusTooManyRequests, "budget-exhausted", budget.Error())
 	case errors.Is(err, jobs.ErrNotFound):
 		return problem(c, fiber.StatusNotFound, "no such job")
 	case errors.Is(err, jobs.ErrConflict):

@@ -105,6 +105,16 @@ func (s *Server) missionSubmit(c *fiber.Ctx) error {
 		c.Status(fiber.StatusUnprocessableEntity)
 		return render(c, views.MissionComposeError(composeMessage(verr.Fields)))
 	}
+	if budget := (*jobs.BudgetExhaustedError)(nil); errors.As(err, &budget) {
+		msg := "Your org's token budget for this " + string(budget.Status.Budget.Period) +
+			" is spent; it resets at " + budget.Status.Resets.UTC().Format("2006-01-02 15:04") + " UTC."
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(budget.RetryAfter))
+		if !isHTMX(c) {
+			return fiber.NewError(fiber.StatusTooManyRequests, msg)
+		}
+		c.Status(fiber.StatusTooManyRequests)
+		return render(c, views.MissionComposeError(msg))
+	}
 	if err != nil {
 		return err
 	}

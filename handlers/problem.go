@@ -14,6 +14,15 @@ type Problem struct {
 	Errors map[string]string `json:"errors,omitempty"`
 }
 
+// problemTypeBase prefixes the type of a problem this API defines itself (a limit it enforces),
+// so clients can branch on the type's last segment.
+const problemTypeBase = "/sa-core/v1/problems/"
+
+// typedProblem writes a problem of one of this API's own types, such as budget-exhausted.
+func typedProblem(c *fiber.Ctx, status int, kind, detail string) error {
+	return writeProblem(c, Problem{Type: problemTypeBase + kind, Title: statusTitle(status), Status: status, Detail: detail})
+}
+
 // problem writes an application/problem+json answer.
 func problem(c *fiber.Ctx, status int, detail string) error {
 	return writeProblem(c, Problem{Type: "about:blank", Title: statusTitle(status), Status: status, Detail: detail})

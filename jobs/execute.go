@@ -201,6 +201,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	// Finalising must happen even when the worker's context has just been cancelled.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	s.recordAttempt(fctx, job, opts.Model, resp, err)
 	if out != nil {
 		// The output is stored before the job settles: a chunk is kept only while the job
 		// still runs this execution's claim and attempt.

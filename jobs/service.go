@@ -18,6 +18,7 @@ import (
 	"asterion/jobs/feed"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
+	"asterion/jobs/usage"
 )
 
 // Sentinel errors callers branch on.
@@ -64,6 +65,9 @@ type Config struct {
 	Wait func(backoff time.Duration) time.Duration
 	// Output, when set, stores the live output of every execution as it arrives.
 	Output *output.Writer
+	// Usage, when set, records what every attempt used and refuses the submits of an org
+	// whose budget is spent.
+	Usage *usage.Meter
 	// Delivery configures webhook delivery of succeeded responses (delivery.go).
 	Delivery DeliveryConfig
 	// IntakeYield is the longest a worker of this process delays the start of a job while

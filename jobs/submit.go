@@ -141,6 +141,9 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	}
 	defer s.intake.enter()()
 	if req.IdempotencyKey == "" {
+		if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
+			return Submitted{}, err
+		}
 		return s.submits.do(ctx, s, req)
 	}
 	return s.submitOne(ctx, req)
@@ -154,6 +157,10 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 			prior, found, err := s.claimIdempotencyKey(ctx, tx, req)
 			if err != nil || found {
 				out = prior
+				return err
+			}
+			// A replay answers with its original handle even once the budget is spent.
+			if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
 				return err
 			}
 		}

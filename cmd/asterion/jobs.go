@@ -10,7 +10,12 @@ import (
 	"asterion/jobs/deferred"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
+	jobusage "asterion/jobs/usage"
 )
+
+// maxWorkers is the most prompt jobs one process may run at once: LLM calls mostly wait, so
+// a process holds thousands.
+const maxWorkers = 5000
 
 // jobsSettings are the execution knobs read from the environment; the defaults are the
 // design's (30 s heartbeat, 5 min stale, 15 min stuck).
@@ -19,6 +24,8 @@ type jobsSettings struct {
 	// intakeYield may be zero: workers then never wait for submits.
 	intakeYield time.Duration
 	workers     int
+	// prices is the price table of ASTERION_PRICES.
+	prices jobusage.Prices
 }
 
 func (c *cli) jobsSettings() (jobsSettings, error) {
@@ -55,12 +62,17 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 	}
 	if v := c.getenv("ASTERION_WORKERS"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			errs = append(errs, fmt.Errorf("ASTERION_WORKERS: want 1..1000, got %q", v))
+		if err != nil || n < 1 || n > maxWorkers {
+			errs = append(errs, fmt.Errorf("ASTERION_WORKERS: want 1..%d, got %q", maxWorkers, v))
 		} else {
 			st.workers = n
 		}
 	}
+	prices, err := jobusage.LoadPrices(c.getenv(jobusage.PricesEnv))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	st.prices = prices
 	return st, errors.Join(errs...)
 }
 
@@ -73,9 +85,13 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	policy := deferred.DefaultPolicy()
 	policy.MaxTTL = st.maxTTL
 	policy.DefaultTTL = st.maxTTL
+	meter, err := jobusage.New(jobusage.Config{DB: cn.bun, Prices: st.prices})
+	if err != nil {
+		return nil, err
+	}
 	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
-		IntakeYield: st.intakeYield, Output: out})
+		IntakeYield: st.intakeYield, Output: out, Usage: meter})
 }
 
 // newRuntime builds a worker pool.

@@ -41,8 +41,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
-	if *workers < 0 || *workers > 1000 {
-		return usagef("serve: --workers must be 1..1000")
+	if *workers < 0 || *workers > maxWorkers {
+		return usagef("serve: --workers must be 1..%d", maxWorkers)
 	}
 	_, _, verr := cm.validate(c.getenv)
 	st, serr := c.jobsSettings()

@@ -125,6 +125,9 @@ func chatCompletionsURL(base string) (string, error) {
 // Name returns "openai".
 func (o *OpenAI) Name() string { return OpenAIName }
 
+// DefaultModel is the configured model, asked for when a prompt names none.
+func (o *OpenAI) DefaultModel() string { return o.model }
+
 // chatMessage is one message of a chat-completions request or response.
 type chatMessage struct {
 	Role    string `json:"role"`

@@ -180,6 +180,9 @@ func NewSim(cfg SimConfig) *Sim {
 // Name returns "sim".
 func (s *Sim) Name() string { return SimName }
 
+// DefaultModel is the model the sim reports when a prompt names none.
+func (s *Sim) DefaultModel() string { return SimModel }
+
 // Complete answers req after the simulated latency, or fails as its
 // directives ask. The answer is deterministic: "Simulated answer to: "
 // followed by a short echo of the prompt without its directives, or the N

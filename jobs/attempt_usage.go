@@ -1,0 +1,56 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"asterion/db"
+	"asterion/jobs/provider"
+	"asterion/jobs/usage"
+)
+
+// defaultModeler is a provider that names the model it calls when a prompt names none.
+type defaultModeler interface {
+	DefaultModel() string
+}
+
+// attemptModel is the model an attempt called: the provider's word for a success, else the
+// prompt's option, else the provider's default.
+func (s *Service) attemptModel(asked string, resp provider.Response, callErr error) string {
+	if callErr == nil && resp.Model != "" {
+		return resp.Model
+	}
+	if asked != "" {
+		return asked
+	}
+	if m, ok := s.cfg.Provider.(defaultModeler); ok {
+		return m.DefaultModel()
+	}
+	return s.cfg.Provider.Name()
+}
+
+// recordAttempt writes what an attempt used as soon as its call returns, whatever becomes of
+// its result: a late or cut answer was still spent. It is its own statement, so a crash before
+// the job settles loses no usage, and a failure to write it loses no result.
+func (s *Service) recordAttempt(ctx context.Context, job db.Job, askedModel string, resp provider.Response, callErr error) {
+	if s.cfg.Usage == nil {
+		return
+	}
+	u := usage.AttemptUsage{JobID: job.ID, Attempt: job.Attempt, OrgID: job.OrgID,
+		Model: s.attemptModel(askedModel, resp, callErr), StartedAt: time.Now()}
+	if job.StartedAt != nil {
+		u.StartedAt = *job.StartedAt
+	}
+	if callErr == nil {
+		u.InputTokens, u.OutputTokens = resp.PromptTokens, resp.CompletionTokens
+	} else {
+		perr := provider.Classify(callErr)
+		u.InputTokens, u.OutputTokens = perr.Partial.PromptTokens, perr.Partial.CompletionTokens
+		if !provider.IsCanceled(callErr) {
+			u.ErrorKind = string(perr.Kind)
+		}
+	}
+	if _, err := s.cfg.Usage.Record(ctx, s.db, u); err != nil {
+		s.log.Warn("recording an attempt's usage failed", "job_id", job.ID, "attempt", job.Attempt, "err", err)
+	}
+}

@@ -1,0 +1,109 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"asterion/db"
+	"asterion/jobs"
+	"asterion/jobs/usage"
+)
+
+// withMeter gives a service a usage meter with a price table and no status cache.
+func withMeter(t *testing.T, m **usage.Meter) func(*jobs.Config) {
+	return func(cfg *jobs.Config) {
+		meter, err := usage.New(usage.Config{DB: cfg.DB, StatusTTL: -1,
+			Prices: usage.Prices{"sim-1": {InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Usage = meter
+		*m = meter
+	}
+}
+
+// TestAttemptUsage: the sim's word counts land on every attempt, failed ones included, and
+// sum on the job with the price table's cost.
+func TestAttemptUsage(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m))
+	startRuntime(t, e, e.s, 2)
+	sub := e.submit("count these four words #sim:tokens=7 #sim:fail=provider_5xx:1")
+	waitFor(t, 30*time.Second, "the job to succeed", func() bool { return e.job(sub.JobID).State == "succeeded" })
+	rows, total, err := m.JobAttempts(context.Background(), sub.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d attempt rows, want 2: %+v", len(rows), rows)
+	}
+	if rows[0].ErrorKind == nil || *rows[0].ErrorKind != "provider_5xx" || rows[1].ErrorKind != nil {
+		t.Errorf("attempt kinds %v, %v", rows[0].ErrorKind, rows[1].ErrorKind)
+	}
+	if rows[1].InputTokens != 4 || rows[1].OutputTokens != 7 || rows[1].Model != "sim-1" {
+		t.Errorf("successful attempt %+v, want 4 in, 7 out of sim-1", rows[1])
+	}
+	if total.InputTokens != int64(rows[0].InputTokens+4) || total.CostUSD != float64(total.InputTokens)+2*float64(total.OutputTokens) {
+		t.Errorf("job total %+v over %+v", total, rows)
+	}
+}
+
+// TestCutStreamRecordsWhatWasCounted: a cancel mid-answer records the words written so far.
+func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m), withOutput(t))
+	startRuntime(t, e, e.s, 1)
+	sub := e.submit("cut me #sim:tokens=100 #sim:latency=20s")
+	waitFor(t, 20*time.Second, "output to flow", func() bool { return len(e.output(e.job(sub.JobID))) >= 2 })
+	if _, err := e.s.Cancel(context.Background(), e.v, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []db.Attempt
+	waitFor(t, 10*time.Second, "the cut attempt's usage", func() bool {
+		var err error
+		rows, _, err = m.JobAttempts(context.Background(), sub.JobID)
+		return err == nil && len(rows) == 1
+	})
+	// The usage counts every word the provider wrote; the stored output may lack the last
+	// ones, written after the cancel reached the job row.
+	written := len(strings.Fields(joined(e.output(e.job(sub.JobID)))))
+	if rows[0].InputTokens != 2 || rows[0].OutputTokens < written || rows[0].OutputTokens >= 100 {
+		t.Errorf("cut attempt %+v, %d words stored", rows[0], written)
+	}
+}
+
+// TestBudgetRefusesSubmits: once an org's usage reaches its budget its submits are refused
+// with the seconds until the period resets; a job already running still finishes.
+func TestBudgetRefusesSubmits(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m))
+	startRuntime(t, e, e.s, 2)
+	ctx := context.Background()
+	if err := m.SetBudget(ctx, e.o, usage.Budget{Tokens: 10, Period: usage.Day}); err != nil {
+		t.Fatal(err)
+	}
+	running := e.submit("slow one #sim:tokens=3 #sim:latency=2s")
+	first := e.submit("six words make the first one #sim:tokens=6")
+	waitFor(t, 20*time.Second, "the first job", func() bool { return e.job(first.JobID).State == "succeeded" })
+	_, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.v, Prompt: "one too many"})
+	var be *jobs.BudgetExhaustedError
+	if !errors.As(err, &be) || !errors.Is(err, jobs.ErrBudgetExhausted) {
+		t.Fatalf("submit over budget: %v", err)
+	}
+	_, end := usage.Day.Bounds(time.Now())
+	if want := int(time.Until(end).Seconds()); be.RetryAfter < want-5 || be.RetryAfter > want+5 {
+		t.Errorf("RetryAfter %d, want about %d", be.RetryAfter, want)
+	}
+	waitFor(t, 20*time.Second, "the running job", func() bool { return e.job(running.JobID).State == "succeeded" })
+	st, err := m.Status(ctx, e.o)
+	if err != nil || st.Used != 6+6+2+3 {
+		t.Errorf("usage after both: %+v %v, want 17 tokens counted", st, err)
+	}
+}
+
