@@ -115,13 +115,13 @@ func (s *Server) eventOperation(ctx context.Context, e feed.Event) (db.Operation
 		return db.Operation{}, false, nil
 	}
 	id := *e.OperationID
-	val, err := s.dash().cache.get(ctx, fmt.Sprintf("op:%d:%s", e.Seq, id), 10*time.Second, func(ctx context.Context) (any, error) {
+	rows, err := s.dashboard.eventOps.get(ctx, dashEventKey{e.Seq, id}, func(ctx context.Context) (map[uuid.UUID]db.Operation, error) {
 		return s.deps.Jobs.OperationRows(ctx, dashAllOrgs, []uuid.UUID{id})
 	})
 	if err != nil {
 		return db.Operation{}, false, err
 	}
-	op, ok := val.(map[uuid.UUID]db.Operation)[id]
+	op, ok := rows[id]
 	if !ok {
 		return db.Operation{}, false, nil
 	}
@@ -144,13 +144,13 @@ func (s *Server) eventJob(ctx context.Context, e feed.Event) (db.Job, bool, erro
 		return db.Job{}, false, nil
 	}
 	id := *e.JobID
-	val, err := s.dash().cache.get(ctx, fmt.Sprintf("job:%d:%s", e.Seq, id), 10*time.Second, func(ctx context.Context) (any, error) {
+	rows, err := s.dashboard.eventJobs.get(ctx, dashEventKey{e.Seq, id}, func(ctx context.Context) (map[uuid.UUID]db.Job, error) {
 		return s.deps.Jobs.JobRows(ctx, dashAllOrgs, []uuid.UUID{id})
 	})
 	if err != nil {
 		return db.Job{}, false, err
 	}
-	j, ok := val.(map[uuid.UUID]db.Job)[id]
+	j, ok := rows[id]
 	if !ok {
 		return db.Job{}, false, nil
 	}
