@@ -124,19 +124,3 @@ func (s *Server) jobsPage(c *fiber.Ctx) error {
 	}
 	return render(c, views.JobsPage(dashPage(c, "Jobs", views.NavJobs), d))
 }
-
-// jobsList is GET /admin/jobs/list: the table fragment for the polling fallback.
-func (s *Server) jobsList(c *fiber.Ctx) error {
-	p := principalOf(c)
-	ctx := c.UserContext()
-	q := s.parseJobsQuery(ctx, p, func(k string) string { return c.Query(k) }, time.Now())
-	d, _, err := s.loadJobsList(ctx, p, q)
-	if err != nil {
-		return s.dashError(c, err, "page")
-	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	if err := render(c, views.JobsListFragment(d, false)); err != nil {
-		return err
-	}
-	return views.JobsCounts(d.Counts).Render(ctx, c.Response().BodyWriter())
-}

@@ -108,20 +108,3 @@ func (s *Server) dashOperationsPage(c *fiber.Ctx) error {
 	}
 	return render(c, views.OperationsPage(dashPage(c, "Deferred operations", views.NavOperations), d))
 }
-
-// operationsList is GET /admin/deferred-operations/list: the table fragment the polling
-// fallback swaps in, with the counts out of band.
-func (s *Server) operationsList(c *fiber.Ctx) error {
-	p := principalOf(c)
-	ctx := c.UserContext()
-	q := s.parseOpsQuery(ctx, p, func(k string) string { return c.Query(k) }, time.Now())
-	d, _, err := s.loadOpsList(ctx, p, q)
-	if err != nil {
-		return s.dashError(c, err, "page")
-	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	if err := render(c, views.OpsListFragment(d, false)); err != nil {
-		return err
-	}
-	return views.OpsCounts(d.Counts).Render(ctx, c.Response().BodyWriter())
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"asterion/db"
 	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
@@ -823,7 +824,7 @@ func TestDashboardLiveListKeepsItsSize(t *testing.T) {
 	}
 	ctx := context.Background()
 	q := srv.parseOpsQuery(ctx, p, func(string) string { return "" }, time.Now())
-	st := &opsStreamer{s: srv, p: p, v: viewerOf(p), q: q, rowCap: 1}
+	st := &listStreamer[db.Operation]{s: srv, v: viewerOf(p), list: opsLiveList{s: srv, p: p, v: viewerOf(p), q: q}, rowCap: 1}
 	var buf strings.Builder
 	w := bufio.NewWriter(&buf)
 	if err := st.snapshot(ctx, w); err != nil {
