@@ -51,7 +51,7 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 	h := views.Health{Window: "1h", Queued: m.Counts[string(jobs.StateQueued)], Due: backlog.Due, PastDue: backlog.PastDue,
 		OldestDue: backlog.OldestDue, PastDueGrace: dashPastDueGrace, WorkerAlive: live.Alive, WorkerSeen: live.LastSeen,
 		WorkerSource: live.Source, LeaderID: live.LeaderID, Now: live.Now}
-	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded} {
+	for _, st := range dashJobStates {
 		h.Counts = append(h.Counts, views.Count{Key: string(st), Label: string(st), N: m.Counts[string(st)], Href: "/admin/jobs?state=" + string(st)})
 	}
 	for _, p := range series {

@@ -15,15 +15,25 @@ import (
 // confirmation page says so when more match.
 const dashBulkCap = 1000
 
-// bulkStates are the states a bulk action applies to.
+// bulkStates are the states a bulk action applies to: those the jobs state machine lets the
+// action move a job out of.
 func bulkStates(action string) ([]jobs.State, bool) {
+	var allowed func(jobs.State) bool
 	switch action {
 	case "cancel":
-		return []jobs.State{jobs.StateQueued, jobs.StateRunning}, true
+		allowed = jobCanCancel
 	case "retry":
-		return []jobs.State{jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled}, true
+		allowed = jobCanRetry
+	default:
+		return nil, false
 	}
-	return nil, false
+	var out []jobs.State
+	for _, st := range dashJobStates {
+		if allowed(st) {
+			out = append(out, st)
+		}
+	}
+	return out, true
 }
 
 // jobsBulkConfirm is GET /admin/jobs/bulk?action=cancel|retry&<filter>: the confirmation page,

@@ -14,12 +14,23 @@ import (
 	"asterion/views"
 )
 
+// dashJobStates are the job states in the order the dashboard shows them.
+var dashJobStates = []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed,
+	jobs.StateCancelled, jobs.StateSuperseded}
+
+// jobCanCancel reports whether a job in st may be cancelled: a cancel moves it to cancelled.
+func jobCanCancel(st jobs.State) bool { return jobs.CanTransition(st, jobs.StateCancelled) }
+
+// jobCanRetry reports whether a job in st may be retried: a retry supersedes it.
+func jobCanRetry(st jobs.State) bool { return jobs.CanTransition(st, jobs.StateSuperseded) }
+
 // jobRowOf is a job as a table row.
 func jobRowOf(j db.Job, orgs, users map[int64]string) views.JobRow {
 	r := views.JobRow{ID: j.ID.String(), PromptID: j.PromptID.String(), State: j.State, Priority: j.Priority,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Org: orgs[j.OrgID], Creator: users[j.CreatedBy],
 		ErrorKind: deref(j.ErrorKind), CreatedAt: j.CreatedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
-		FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt}
+		FinishedAt: j.FinishedAt, UpdatedAt: j.UpdatedAt, Cancelable: jobCanCancel(jobs.State(j.State)),
+		Retryable: jobCanRetry(jobs.State(j.State))}
 	if j.OperationID != nil {
 		r.OperationID = j.OperationID.String()
 	}
@@ -54,7 +65,7 @@ func (s *Server) jobsCounts(ctx context.Context, v jobs.Viewer, q jobsQuery, not
 	}
 	var total int64
 	var out []views.Count
-	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded} {
+	for _, st := range dashJobStates {
 		n := m[string(st)]
 		total += n
 		f := q.view

@@ -55,7 +55,7 @@ func (s *Server) operationDetail(ctx context.Context, v jobs.Viewer, id uuid.UUI
 		d.Jobs = append(d.Jobs, r)
 	}
 	// A retry supersedes the newest job of the prompt, when it has finished.
-	if n := len(d.Jobs); n > 0 && d.Jobs[n-1].Retryable() {
+	if n := len(d.Jobs); n > 0 && d.Jobs[n-1].Retryable {
 		d.RetryJobID = d.Jobs[n-1].ID
 	}
 	return d, nil

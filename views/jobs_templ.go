@@ -816,7 +816,7 @@ func JobPanel(d JobDetail, csrf string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		if d.Job.Cancelable() {
+		if d.Job.Cancelable {
 			templ_7745c5c3_Var39 := templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 				templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 				templ_7745c5c3_Buffer, templ_7745c5c3_IsBuffer := templruntime.GetBuffer(templ_7745c5c3_W)
@@ -840,7 +840,7 @@ func JobPanel(d JobDetail, csrf string) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if d.Job.Retryable() {
+		if d.Job.Retryable {
 			templ_7745c5c3_Err = postButton("/admin/jobs/"+d.Job.ID+"/retry", csrf, "Retry", "btn btn-primary", nil).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
