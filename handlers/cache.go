@@ -89,6 +89,14 @@ func (c *cache[K, V]) getFresh(ctx context.Context, key K, notBefore time.Time, 
 	return val, err
 }
 
+// clear drops every result, so that the next get loads again (tests, instead of waiting out
+// the TTL).
+func (c *cache[K, V]) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = map[K]*cacheCall[V]{}
+}
+
 // len is the number of entries held (tests).
 func (c *cache[K, V]) len() int {
 	c.mu.Lock()

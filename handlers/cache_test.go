@@ -165,6 +165,18 @@ func TestCache(t *testing.T) {
 		}
 	})
 
+	t.Run("clear drops every result", func(t *testing.T) {
+		t.Parallel()
+		c, _ := newTestCache(time.Minute)
+		n := 0
+		load := func(context.Context) (int, error) { n++; return n, nil }
+		c.get(ctx, "k", load)
+		c.clear()
+		if v, _ := c.get(ctx, "k", load); v != 2 {
+			t.Fatalf("get after clear = %d, want a new load", v)
+		}
+	})
+
 	t.Run("expired entries are swept", func(t *testing.T) {
 		t.Parallel()
 		c, clock := newTestCache(time.Second)

@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,21 +21,10 @@ import (
 	"asterion/jobs/provider"
 )
 
-// dashEnv is the application on a loopback listener for the dashboard tests: its own database,
-// identity, a jobs service on the instant sim provider, a running change-feed hub, and no
-// workers unless startWorkers is called (so jobs stay queued until a test moves them).
-type dashEnv struct {
-	base string
-	db   *dbtest.DB
-	ids  *identity.Service
-	svc  *jobs.Service
-	rt   *jobs.Runtime
-	deps Deps
-
-	rtOnce   sync.Once
-	rtCtx    context.Context
-	rtCancel context.CancelFunc
-}
+// dashEnv is the one server harness (liveServer) as the dashboard tests use it: the instant
+// sim provider and no workers unless StartWorkers is called (so jobs stay queued until a test
+// moves them); users sign in with a session cookie.
+type dashEnv struct{ *liveServer }
 
 // dashUser is a signed-in user: a session cookie with its CSRF token.
 type dashUser struct {
@@ -51,85 +38,30 @@ type dashUser struct {
 }
 
 // newDashEnv starts the server; mod may change Deps before it is built.
-func newDashEnv(t *testing.T, mod ...func(*dashEnv)) *dashEnv {
+func newDashEnv(t *testing.T, mod ...func(d *dbtest.DB, deps *Deps)) *dashEnv {
 	t.Helper()
-	d := dbtest.New(t)
-	log := testLogger()
-	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := feed.NewHub(d.Pool, d.Bun, log)
-	stopHub := hub.Start(context.Background())
-	e := &dashEnv{db: d, ids: ids, svc: svc, deps: Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
-		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}}
-	for _, m := range mod {
-		m(e)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(e.deps)
-	e.base = "http://" + ln.Addr().String()
-	serveCtx, serveCancel := context.WithCancel(context.Background())
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(serveCtx, ln) }()
-	e.rtCtx, e.rtCancel = context.WithCancel(context.Background())
-	t.Cleanup(func() {
-		serveCancel()
-		select {
-		case err := <-serveDone:
-			if err != nil {
-				t.Errorf("serve: %v", err)
+	return &dashEnv{startLiveServerWith(t, liveServerConfig{Provider: provider.NewSim(provider.SimConfig{}), HoldWorkers: true,
+		Deps: func(d *dbtest.DB, deps *Deps) {
+			for _, m := range mod {
+				m(d, deps)
 			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("Serve did not return within 15 s")
-		}
-		if e.rt != nil {
-			_ = e.rt.Stop(context.Background(), time.Second)
-		}
-		e.rtCancel()
-		stopHub()
-	})
-	select {
-	case <-hub.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("hub not ready")
-	}
-	return e
-}
-
-// startWorkers starts a worker runtime (once).
-func (e *dashEnv) startWorkers(t *testing.T) {
-	t.Helper()
-	e.rtOnce.Do(func() {
-		rt, err := jobs.NewRuntime(e.svc, jobs.RuntimeConfig{Pool: e.db.Pool, Workers: 4, PriorityCeiling: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rt.Start(e.rtCtx); err != nil {
-			t.Fatal(err)
-		}
-		e.rt = rt
-	})
+		}})}
 }
 
 // user creates a user (and org) and signs it in.
 func (e *dashEnv) user(t *testing.T, org, name string, role identity.Role) *dashUser {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.ids.OrgByName(ctx, org); err != nil {
-		if _, err := e.ids.CreateOrg(ctx, org); err != nil {
+	if _, err := e.IDs.OrgByName(ctx, org); err != nil {
+		if _, err := e.IDs.CreateOrg(ctx, org); err != nil {
 			t.Fatal(err)
 		}
 	}
-	u, err := e.ids.CreateUser(ctx, org, name, role, name+"-password")
+	u, err := e.IDs.CreateUser(ctx, org, name, role, name+"-password")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cookie, sess, p, err := e.ids.Login(ctx, name, name+"-password")
+	cookie, sess, p, err := e.IDs.Login(ctx, name, name+"-password")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +80,7 @@ type dashResp struct {
 // get requests path as u (anonymous when nil), without following redirects.
 func (e *dashEnv) get(t *testing.T, u *dashUser, path string) dashResp {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e.base+path, nil)
+	req, err := http.NewRequest(http.MethodGet, e.Base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +96,7 @@ func (e *dashEnv) post(t *testing.T, u *dashUser, path string, form url.Values, 
 	if withCSRF && u != nil {
 		form.Set("csrf_token", u.csrf)
 	}
-	req, err := http.NewRequest(http.MethodPost, e.base+path, strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(http.MethodPost, e.Base+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +124,7 @@ func (e *dashEnv) do(t *testing.T, u *dashUser, req *http.Request) dashResp {
 // submit submits a prompt as u through the jobs service and returns its ids.
 func (e *dashEnv) submit(t *testing.T, u *dashUser, text string) jobs.Submitted {
 	t.Helper()
-	sub, err := e.svc.Submit(context.Background(), jobs.SubmitRequest{Viewer: u.viewer, Prompt: text})
+	sub, err := e.Jobs.Submit(context.Background(), jobs.SubmitRequest{Viewer: u.viewer, Prompt: text})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
@@ -202,7 +134,7 @@ func (e *dashEnv) submit(t *testing.T, u *dashUser, text string) jobs.Submitted 
 // exec runs SQL in the test database.
 func (e *dashEnv) exec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	if _, err := e.db.Bun.ExecContext(context.Background(), query, args...); err != nil {
+	if _, err := e.DB.Bun.ExecContext(context.Background(), query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 }
@@ -241,7 +173,7 @@ type dashFixture struct {
 	memberOpID, memberJobs string
 }
 
-func newDashFixture(t *testing.T, mod ...func(*dashEnv)) *dashFixture {
+func newDashFixture(t *testing.T, mod ...func(d *dbtest.DB, deps *Deps)) *dashFixture {
 	t.Helper()
 	e := newDashEnv(t, mod...)
 	f := &dashFixture{e: e}
@@ -384,7 +316,7 @@ func TestDashboardActionsNeedRoleAndCSRF(t *testing.T) {
 func (e *dashEnv) jobState(t *testing.T, id string) string {
 	t.Helper()
 	var st string
-	if err := e.db.Bun.QueryRowContext(context.Background(), "SELECT state FROM sa_job WHERE id = ?", id).Scan(&st); err != nil {
+	if err := e.DB.Bun.QueryRowContext(context.Background(), "SELECT state FROM sa_job WHERE id = ?", id).Scan(&st); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -610,13 +542,13 @@ func TestDashboardHealth(t *testing.T) {
 	wantNotContains(t, r.body, `data-banner="past-due"`, "past-due banner without past-due work")
 	// A job due for ten minutes is past due.
 	e.exec(t, "UPDATE sa_job SET scheduled_at = now() - interval '10 minutes' WHERE id = ?", f.jobIDA)
-	time.Sleep(2100 * time.Millisecond) // the health figures are shared for 2 s
+	e.Server.dashboard.health.clear() // the health figures are shared for 2 s
 	r = e.get(t, f.opA, "/admin/health/panel")
 	wantContains(t, r.body, `data-banner="past-due"`, "past-due banner")
 	wantContains(t, r.body, "1 job is past due", "past-due count")
 
 	// With workers, the queue drains; the no-worker banner goes and the chart has data.
-	e.startWorkers(t)
+	e.StartWorkers(t)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		r = e.get(t, f.adm, "/admin/health/panel")
@@ -634,16 +566,14 @@ func TestDashboardHealth(t *testing.T) {
 // dashEvent is one event of a dashboard stream.
 type dashEvent struct{ name, data string }
 
-type dashStream struct {
-	c    chan dashEvent
-	stop func()
-}
+// dashStream is a dashboard page's stream as u reads it, through the package's one SSE reader.
+type dashStream struct{ *sseStream }
 
 // openDashStream opens an SSE stream as u; it closes when the test ends.
 func openDashStream(t *testing.T, e *dashEnv, u *dashUser, path string) *dashStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,50 +590,19 @@ func openDashStream(t *testing.T, e *dashEnv, u *dashUser, path string) *dashStr
 		cancel()
 		t.Fatalf("open %s: %d %s %.300s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
-	s := &dashStream{c: make(chan dashEvent, 256)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(s.c)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64*1024), 4<<20)
-		var ev dashEvent
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" || len(data) > 0 {
-					ev.data = strings.Join(data, "\n")
-					s.c <- ev
-				}
-				ev, data = dashEvent{}, nil
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = append(data, strings.TrimPrefix(line, "data: "))
-			}
-		}
-	}()
-	s.stop = func() { cancel(); <-done }
-	t.Cleanup(s.stop)
+	s := &dashStream{readSSE(resp, cancel)}
+	t.Cleanup(s.Close)
 	return s
 }
 
-// next returns the next event within timeout.
+// next returns the next event within timeout (comments skipped).
 func (s *dashStream) next(t *testing.T, timeout time.Duration) dashEvent {
 	t.Helper()
-	select {
-	case ev, ok := <-s.c:
-		if !ok {
-			t.Fatal("stream ended")
-		}
-		return ev
-	case <-time.After(timeout):
-		t.Fatalf("no event within %v", timeout)
+	ev, ok := s.nextEvent(time.Now().Add(timeout))
+	if !ok {
+		t.Fatalf("no event within %v (or the stream ended)", timeout)
 	}
-	return dashEvent{}
+	return dashEvent{name: ev.Name, data: ev.Data}
 }
 
 // waitFor reads events until one satisfies ok.
@@ -711,20 +610,12 @@ func (s *dashStream) waitFor(t *testing.T, what string, timeout time.Duration, o
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			t.Fatalf("no %s within %v", what, timeout)
+		ev, open := s.nextEvent(deadline)
+		if !open {
+			t.Fatalf("no %s within %v (or the stream ended)", what, timeout)
 		}
-		select {
-		case ev, open := <-s.c:
-			if !open {
-				t.Fatalf("stream ended waiting for %s", what)
-			}
-			if ok(ev) {
-				return ev
-			}
-		case <-time.After(left):
-			t.Fatalf("no %s within %v", what, timeout)
+		if d := (dashEvent{name: ev.Name, data: ev.Data}); ok(d) {
+			return d
 		}
 	}
 }
@@ -758,7 +649,7 @@ func TestDashboardOperationsStream(t *testing.T) {
 	wantContains(t, ev.data, `hx-swap-oob="afterbegin:#ops-rows"`, "prepend")
 	wantContains(t, ev.data, `data-status="pending"`, "new row status")
 	// A change of a shown row is an out-of-band swap of that row.
-	if _, err := e.svc.Cancel(context.Background(), f.opA.viewer, subA.JobID, jobs.Actor{Name: "test"}); err != nil {
+	if _, err := e.Jobs.Cancel(context.Background(), f.opA.viewer, subA.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	ev = s.waitFor(t, "the cancelled row", 10*time.Second, func(ev dashEvent) bool {
@@ -772,7 +663,7 @@ func TestDashboardOperationsStream(t *testing.T) {
 	// A filtered stream: a row that stops matching is marked stale; new non-matching rows stay out.
 	s2 := openDashStream(t, e, f.opA, "/admin/deferred-operations/events?status=pending")
 	s2.next(t, 5*time.Second)
-	if _, err := e.svc.Cancel(context.Background(), f.opA.viewer, f.subA.JobID, jobs.Actor{Name: "test"}); err != nil {
+	if _, err := e.Jobs.Cancel(context.Background(), f.opA.viewer, f.subA.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	ev = s2.waitFor(t, "stale row", 10*time.Second, func(ev dashEvent) bool {
@@ -785,7 +676,7 @@ func TestDashboardOperationsStream(t *testing.T) {
 	if ev := d.next(t, 5*time.Second); ev.name != "changed" {
 		t.Fatalf("detail stream first event %q", ev.name)
 	}
-	if _, err := e.svc.Retry(context.Background(), f.opA.viewer, f.subA.JobID, jobs.Actor{Name: "test"}); err != nil {
+	if _, err := e.Jobs.Retry(context.Background(), f.opA.viewer, f.subA.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	d.waitFor(t, "changed after retry", 5*time.Second, func(ev dashEvent) bool { return ev.name == "changed" })
@@ -805,7 +696,7 @@ func TestDashboardJobsStream(t *testing.T) {
 	s.waitFor(t, "new job row", 10*time.Second, func(ev dashEvent) bool {
 		return ev.name == "row" && strings.Contains(ev.data, `afterbegin:#jobs-rows`) && strings.Contains(ev.data, id)
 	})
-	e.startWorkers(t)
+	e.StartWorkers(t)
 	s.waitFor(t, "succeeded job row", 15*time.Second, func(ev dashEvent) bool {
 		return ev.name == "row" && strings.Contains(ev.data, `<tr id="job-`+id+`"`) && strings.Contains(ev.data, `data-state="succeeded"`)
 	})
@@ -817,8 +708,8 @@ func TestDashboardLiveListKeepsItsSize(t *testing.T) {
 	t.Parallel()
 	f := newDashFixture(t)
 	e := f.e
-	srv := New(e.deps)
-	p, _, err := e.ids.SessionPrincipal(context.Background(), f.opA.cookie)
+	srv := New(e.Deps)
+	p, _, err := e.IDs.SessionPrincipal(context.Background(), f.opA.cookie)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -29,12 +27,12 @@ type missionEnv struct {
 func newMissionEnv(t *testing.T) *missionEnv {
 	t.Helper()
 	d := dbtest.New(t)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: appLogger()})
+	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := identity.NewService(d.Bun)
-	srv := New(Deps{Identity: ids, Jobs: svc, Logger: appLogger()})
+	srv := New(Deps{Identity: ids, Jobs: svc, Logger: testLogger()})
 	return &missionEnv{testEnv: &testEnv{srv: srv, ids: ids, db: d}, jobs: svc}
 }
 
@@ -376,9 +374,12 @@ func TestMissionDropsFragment(t *testing.T) {
 	b, v := e.member(t, "acme", "pia", identity.RoleMember)
 	_, rv := e.member(t, "globex", "ron", identity.RoleMember)
 	old := e.submit(t, v, "older")
-	time.Sleep(10 * time.Millisecond)
-	since := time.Now().UTC()
-	time.Sleep(10 * time.Millisecond)
+	// since falls between the two prompts on the database's own clock.
+	var oldAt time.Time
+	if err := e.db.Bun.QueryRowContext(context.Background(), "SELECT updated_at FROM sa_job WHERE id = ?", old.JobID).Scan(&oldAt); err != nil {
+		t.Fatal(err)
+	}
+	since := oldAt.Add(time.Microsecond).UTC()
 	fresh := e.submit(t, v, "newer")
 	rival := e.submit(t, rv, "rival")
 
@@ -412,53 +413,22 @@ func TestMissionStreamWithoutHub(t *testing.T) {
 	wantHTML(t, resp, body, http.StatusServiceUnavailable)
 }
 
-// missionSSE reads a text/event-stream into events of (name, data).
+// missionSSE is one event of the mission stream.
 type missionSSE struct {
 	name, data string
 }
 
-func readMissionSSE(t *testing.T, body io.Reader) <-chan missionSSE {
-	c := make(chan missionSSE, 64)
-	go func() {
-		defer close(c)
-		sc := bufio.NewScanner(body)
-		sc.Buffer(make([]byte, 1<<20), 8<<20)
-		var ev missionSSE
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" || len(data) > 0 {
-					ev.data = strings.Join(data, "\n")
-					c <- ev
-				}
-				ev, data = missionSSE{}, nil
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = append(data, strings.TrimPrefix(line, "data: "))
-			}
-		}
-	}()
-	return c
-}
-
 // nextMissionSSE waits for the first event for which match holds.
-func nextMissionSSE(t *testing.T, c <-chan missionSSE, what string, match func(missionSSE) bool) missionSSE {
+func nextMissionSSE(t *testing.T, s *sseStream, what string, match func(missionSSE) bool) missionSSE {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
-		select {
-		case ev, ok := <-c:
-			if !ok {
-				t.Fatalf("the stream ended before %s", what)
-			}
-			if match(ev) {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s within 15 s", what)
+		ev, ok := s.nextEvent(deadline)
+		if !ok {
+			t.Fatalf("no %s within 15 s (or the stream ended)", what)
+		}
+		if m := (missionSSE{name: ev.Name, data: ev.Data}); match(m) {
+			return m
 		}
 	}
 }
@@ -479,19 +449,10 @@ func TestMissionStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(sctx, "GET", app.Base+"/mission/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	events := app.openEvents(t, "/mission/stream", tok)
+	if ct := events.Resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("stream: %d %s", events.Resp.StatusCode, ct)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	events := readMissionSSE(t, resp.Body)
 	snap := nextMissionSSE(t, events, "the snapshot", func(missionSSE) bool { return true })
 	if snap.name != "drop" || !strings.HasPrefix(snap.data, `<div id="field" hx-swap-oob="innerHTML">`) ||
 		!strings.Contains(snap.data, `id="mission-sync"`) {
