@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"asterion/db/dbtest"
-
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
+
+	"asterion/db/dbtest"
 )
 
 // TestDashboardRiverUI mounts River's own UI as cmd/asterion does (riverui.NewHandler over a
