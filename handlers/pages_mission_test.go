@@ -92,9 +92,28 @@ func wantDrop(t *testing.T, body, promptID, class string) string {
 	return tag
 }
 
-func TestMissionPageAccess(t *testing.T) {
+// TestMissionPages runs the mission page's tests over one server and database; each uses its
+// own users, and they run one after another (one of them counts every prompt).
+func TestMissionPages(t *testing.T) {
 	t.Parallel()
 	e := newMissionEnv(t)
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, *missionEnv)
+	}{
+		{"access", testMissionPageAccess},
+		{"threads and classes", testMissionPageThreadsAndClasses},
+		{"submit", testMissionSubmit},
+		{"cancel and retry", testMissionCancelAndRetry},
+		{"actions on another prompt are 404", testMissionActionsOtherPromptIs404},
+		{"drops fragment", testMissionDropsFragment},
+		{"stream without hub", testMissionStreamWithoutHub},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, e) })
+	}
+}
+
+func testMissionPageAccess(t *testing.T, e *missionEnv) {
 	mem, mv := e.member(t, "acme", "mia", identity.RoleMember)
 	op, ov := e.member(t, "acme", "oscar", identity.RoleOperator)
 	_, rv := e.member(t, "globex", "rita", identity.RoleMember)
@@ -138,9 +157,7 @@ func TestMissionPageAccess(t *testing.T) {
 	}
 }
 
-func TestMissionPageThreadsAndClasses(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionPageThreadsAndClasses(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "tess", identity.RoleMember)
 	ctx := context.Background()
 	root := e.submit(t, v, "root")
@@ -178,9 +195,7 @@ func TestMissionPageThreadsAndClasses(t *testing.T) {
 	}
 }
 
-func TestMissionSubmit(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionSubmit(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "sam", identity.RoleMember)
 	_, rv := e.member(t, "globex", "rob", identity.RoleMember)
 	parent := e.submit(t, v, "parent")
@@ -263,9 +278,7 @@ func TestMissionSubmit(t *testing.T) {
 	}
 }
 
-func TestMissionCancelAndRetry(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionCancelAndRetry(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "cal", identity.RoleMember)
 	p := e.submit(t, v, "change my mind")
 	pid := p.PromptID.String()
@@ -325,9 +338,7 @@ func TestMissionCancelAndRetry(t *testing.T) {
 
 // TestMissionActionsOtherPromptIs404: another org's, or another user's, prompt answers 404 on
 // the mission action routes, like a prompt that does not exist, and nothing changes.
-func TestMissionActionsOtherPromptIs404(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionActionsOtherPromptIs404(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "ivy", identity.RoleMember)
 	op, _ := e.member(t, "acme", "otto", identity.RoleOperator)
 	_, rv := e.member(t, "globex", "rex", identity.RoleMember)
@@ -368,9 +379,7 @@ func TestMissionActionsOtherPromptIs404(t *testing.T) {
 	}
 }
 
-func TestMissionDropsFragment(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionDropsFragment(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "pia", identity.RoleMember)
 	_, rv := e.member(t, "globex", "ron", identity.RoleMember)
 	old := e.submit(t, v, "older")
@@ -405,9 +414,7 @@ func TestMissionDropsFragment(t *testing.T) {
 	}
 }
 
-func TestMissionStreamWithoutHub(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionStreamWithoutHub(t *testing.T, e *missionEnv) {
 	b, _ := e.member(t, "acme", "hal", identity.RoleMember)
 	resp, body := b.do(t, get("/mission/stream"))
 	wantHTML(t, resp, body, http.StatusServiceUnavailable)
