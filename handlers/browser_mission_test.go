@@ -1,6 +1,6 @@
 package handlers
 
-// Browser tests of the mission field (issue 7): Debian's Chromium, headless, driven by chromedp
+// Browser tests of the mission field: Debian's Chromium, headless, driven by chromedp
 // against the real server on a loopback port. They wait on DOM conditions and on the page's own
 // signals (the polling fallback's trigger), never a fixed time. They run in parallel with the package's other
 // tests but one browser at a time (holdBrowserSlot), which keeps them quick and steady on a

@@ -158,15 +158,12 @@ func wantNotContains(t *testing.T, body, bad, what string) {
 
 // dashFixture is two orgs with an operator each, a member, an admin, and one prompt in each org.
 type dashFixture struct {
-	e                      *dashEnv
-	opA, opB, member, adm  *dashUser
-	subA, subB             jobs.Submitted
-	opIDA, opIDB           string
-	jobIDA, jobIDB, textA  string
-	promptIDA, promptIDB   string
-	correlationA           string
-	memberSub              jobs.Submitted
-	memberOpID, memberJobs string
+	e                     *dashEnv
+	opA, opB, member, adm *dashUser
+	subA, subB            jobs.Submitted
+	opIDA, opIDB          string
+	jobIDA, jobIDB, textA string
+	promptIDA, promptIDB  string
 }
 
 func newDashFixture(t *testing.T, mod ...func(d *dbtest.DB, deps *Deps)) *dashFixture {
