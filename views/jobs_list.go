@@ -8,12 +8,12 @@ import "github.com/a-h/templ"
 func JobsListFragment(d JobsList, oob bool) templ.Component {
 	t := listTable{view: JobsView(d.Filter, d.Paged), pollURL: d.Live.PollURL, caption: "Jobs, newest first",
 		emptyTitle: "No jobs yet", emptyDetail: "Jobs show up here as soon as a prompt is submitted."}
-	t.columns = []listColumn{{"Job", ""}, {"State", ""}, {"Priority", "sm"}, {"Attempt", "sm"}}
+	t.columns = []listColumn{{"Job", colPlain}, {"State", colPlain}, {"Priority", colFromSM}, {"Attempt", colFromSM}}
 	if d.ShowOrg {
-		t.columns = append(t.columns, listColumn{"Org", "md"})
+		t.columns = append(t.columns, listColumn{"Org", colFromMD})
 	}
-	t.columns = append(t.columns, listColumn{"Creator", "md"}, listColumn{"Time", ""}, listColumn{"Error", "lg"},
-		listColumn{"Created", "lg"})
+	t.columns = append(t.columns, listColumn{"Creator", colFromMD}, listColumn{"Time", colPlain}, listColumn{"Error", colFromLG},
+		listColumn{"Created", colFromLG})
 	for _, r := range d.Rows {
 		t.rows = append(t.rows, JobRowTR(r, d.ShowOrg, false))
 	}

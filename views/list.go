@@ -60,18 +60,19 @@ type listTable struct {
 	older string
 }
 
-// listColumn is one column heading; from is the breakpoint ("sm", "md", "lg") below which
-// the column is hidden, "" for always shown.
+// listColumn is one column heading with its classes (colPlain, or hidden below a breakpoint).
 type listColumn struct {
-	label, from string
+	label, class string
 }
 
-func (c listColumn) class() string {
-	if c.from == "" {
-		return "px-3 py-2 font-medium"
-	}
-	return "hidden px-3 py-2 font-medium " + c.from + ":table-cell"
-}
+// The classes of a column heading, written out whole so that Tailwind's scan of views/ finds
+// them.
+const (
+	colPlain  = "px-3 py-2 font-medium"
+	colFromSM = "hidden px-3 py-2 font-medium sm:table-cell"
+	colFromMD = "hidden px-3 py-2 font-medium md:table-cell"
+	colFromLG = "hidden px-3 py-2 font-medium lg:table-cell"
+)
 
 // filterForm is a list's filter: a plain GET form that works without JavaScript. Fields in
 // more fold away under moreLabel unless moreOpen.

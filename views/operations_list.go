@@ -9,12 +9,12 @@ import "github.com/a-h/templ"
 func OpsListFragment(d OpsList, oob bool) templ.Component {
 	t := listTable{view: OpsView(d.Filter, d.Paged), pollURL: d.Live.PollURL, caption: "Deferred operations, newest first",
 		emptyTitle: "No operations yet", emptyDetail: "Operations show up here as soon as work is submitted."}
-	t.columns = []listColumn{{"Operation", ""}, {"Status", ""}, {"Kind", "md"}, {"Owner", "lg"}}
+	t.columns = []listColumn{{"Operation", colPlain}, {"Status", colPlain}, {"Kind", colFromMD}, {"Owner", colFromLG}}
 	if d.ShowOrg {
-		t.columns = append(t.columns, listColumn{"Org", "sm"})
+		t.columns = append(t.columns, listColumn{"Org", colFromSM})
 	}
-	t.columns = append(t.columns, listColumn{"Accepted", ""}, listColumn{"Updated", "sm"}, listColumn{"Expires", "md"},
-		listColumn{"Last error", "lg"})
+	t.columns = append(t.columns, listColumn{"Accepted", colPlain}, listColumn{"Updated", colFromSM}, listColumn{"Expires", colFromMD},
+		listColumn{"Last error", colFromLG})
 	for _, r := range d.Rows {
 		t.rows = append(t.rows, OpRowTR(r, d.ShowOrg, false))
 	}
