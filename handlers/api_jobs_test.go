@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -287,12 +288,39 @@ func TestCancelAndRetry(t *testing.T) {
 	if r.StatusCode != 200 {
 		t.Fatalf("cancel the retry: %s", r)
 	}
-	for range 10 {
-		time.Sleep(50 * time.Millisecond)
-		for _, id := range []string{nj.JobID, s.JobID} {
-			if j := f.job(t, alice, id); j.State != "cancelled" && j.State != "superseded" {
-				t.Fatalf("job %s moved on to %s after its cancel", id, j.State)
+	// Once River has finished with both vehicles, no worker runs them any more: whatever the
+	// abandoned calls did has been written or discarded.
+	f.waitRiverFinalized(t, nj.JobID, s.JobID)
+	for _, id := range []string{nj.JobID, s.JobID} {
+		if j := f.job(t, alice, id); j.State != "cancelled" && j.State != "superseded" {
+			t.Fatalf("job %s moved on to %s after its cancel", id, j.State)
+		}
+	}
+}
+
+// waitRiverFinalized waits until the River job of each prompt job is finalized: no worker
+// executes it any more.
+func (f *liveServer) waitRiverFinalized(t *testing.T, jobIDs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range jobIDs {
+		for {
+			var all, open int
+			err := f.DB.Bun.QueryRowContext(context.Background(),
+				"SELECT count(*), count(*) FILTER (WHERE finalized_at IS NULL) FROM river_job WHERE args->>'job_id' = ?", id).Scan(&all, &open)
+			if err != nil {
+				t.Fatalf("river job of %s: %v", id, err)
 			}
+			if all == 0 {
+				t.Fatalf("job %s has no river job", id)
+			}
+			if open == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the river job of %s is not finalized after 20 s", id)
+			}
+			time.Sleep(25 * time.Millisecond)
 		}
 	}
 }

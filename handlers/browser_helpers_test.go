@@ -3,9 +3,6 @@ package handlers
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,31 +13,17 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
-	"asterion/jobs/feed"
 	"asterion/jobs/provider"
 )
 
 // chromePath is Debian's Chromium, which the browser tests drive (no browser download).
 const chromePath = "/usr/bin/chromium"
 
-// appServer is the whole application on a loopback port, as `asterion serve` runs it: its own
-// database, the identity service, a jobs service on the simulated provider, a worker runtime, a
-// running change-feed hub, and handlers.New(...).Serve on net.Listen("tcp", "127.0.0.1:0").
-// The test's cleanup stops it all, then drops the database.
-type appServer struct {
-	Base string
-	DB   *dbtest.DB
-	IDs  *identity.Service
-	Jobs *jobs.Service
-
-	rt        *jobs.Runtime
-	rtCtx     context.Context
-	startOnce sync.Once
-	started   chan struct{}
-}
+// appServer is the one server harness (liveServer) as the browser tests use it: users sign in
+// through the login form with a password.
+type appServer struct{ *liveServer }
 
 // appServerConfig changes the defaults of startAppServer.
 type appServerConfig struct {
@@ -53,75 +36,10 @@ type appServerConfig struct {
 
 func startAppServer(t *testing.T, cfg appServerConfig) *appServer {
 	t.Helper()
-	d := dbtest.New(t)
-	log := appLogger()
 	if cfg.Provider == nil {
 		cfg.Provider = provider.NewSim(provider.SimConfig{MinLatency: 300 * time.Millisecond, MaxLatency: 600 * time.Millisecond})
 	}
-	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: cfg.Provider, Logger: log})
-	if err != nil {
-		t.Fatalf("jobs service: %v", err)
-	}
-	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1})
-	if err != nil {
-		t.Fatalf("jobs runtime: %v", err)
-	}
-	rtCtx, rtCancel := context.WithCancel(context.Background())
-	hub := feed.NewHub(d.Pool, d.Bun, log)
-	stopHub := hub.Start(context.Background())
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
-		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }})
-	serveCtx, serveCancel := context.WithCancel(context.Background())
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(serveCtx, ln) }()
-	a := &appServer{Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, rt: rt, rtCtx: rtCtx,
-		started: make(chan struct{})}
-	t.Cleanup(func() {
-		serveCancel()
-		select {
-		case err := <-serveDone:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("Serve did not return within 15 s of shutdown")
-		}
-		select {
-		case <-a.started:
-			if err := rt.Stop(context.Background(), time.Second); err != nil {
-				t.Errorf("stop runtime: %v", err)
-			}
-		default:
-		}
-		rtCancel()
-		stopHub()
-	})
-	select {
-	case <-hub.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the change-feed hub is not ready after 10 s")
-	}
-	if !cfg.HoldWorkers {
-		a.StartWorkers(t)
-	}
-	return a
-}
-
-// StartWorkers starts the worker runtime (once).
-func (a *appServer) StartWorkers(t *testing.T) {
-	t.Helper()
-	a.startOnce.Do(func() {
-		if err := a.rt.Start(a.rtCtx); err != nil {
-			t.Fatalf("start runtime: %v", err)
-		}
-		close(a.started)
-	})
+	return &appServer{startLiveServerWith(t, liveServerConfig{Provider: cfg.Provider, HoldWorkers: cfg.HoldWorkers})}
 }
 
 // appUser is a signed-up user with a password for the login form.
@@ -362,14 +280,6 @@ func chromeWait[T any](t *testing.T, ctx context.Context, what, expr string, wit
 		t.Fatalf("wait for %s (%s) within %v: %v", what, expr, within, err)
 	}
 	return v
-}
-
-// appLogger discards logs unless ASTERION_TEST_LOG is set (then they go to stderr).
-func appLogger() *slog.Logger {
-	if os.Getenv("ASTERION_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // jsString quotes s as a JavaScript string literal.

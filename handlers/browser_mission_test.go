@@ -1,8 +1,8 @@
 package handlers
 
-// Browser tests of the mission field (issue 7): Debian's Chromium, headless, driven by chromedp
-// against the real server on a loopback port. They wait on DOM conditions; the only fixed wait
-// is the one that proves polling has stopped. They run in parallel with the package's other
+// Browser tests of the mission field: Debian's Chromium, headless, driven by chromedp
+// against the real server on a loopback port. They wait on DOM conditions and on the page's own
+// signals (the polling fallback's trigger), never a fixed time. They run in parallel with the package's other
 // tests but one browser at a time (holdBrowserSlot), which keeps them quick and steady on a
 // small machine.
 
@@ -432,8 +432,23 @@ func TestMissionBrowserPollingFallback(t *testing.T) {
 	if n == 0 {
 		t.Fatal("the drop settled without a mission/recent request")
 	}
-	// Nothing is in flight now: no further poll within more than two intervals.
-	time.Sleep(4500 * time.Millisecond)
+	// Nothing is in flight now: the poll trigger fires twice more and declines both times.
+	chromeEval[bool](t, ctx, `(() => {
+		window.__pollChecks = 0;
+		window.__pollWanted = 0;
+		const shouldPoll = asterionMission.shouldPoll;
+		asterionMission.shouldPoll = () => {
+			const yes = shouldPoll();
+			window.__pollChecks++;
+			if (yes) window.__pollWanted++;
+			return yes;
+		};
+		return true;
+	})()`)
+	chromeWait[bool](t, ctx, "two more ticks of the poll trigger", `window.__pollChecks >= 2`, 10*time.Second)
+	if w := chromeEval[int](t, ctx, `window.__pollWanted`); w != 0 {
+		t.Fatalf("the poll trigger wanted %d more polls after nothing was in flight", w)
+	}
 	if m := polls.Load(); m != n {
 		t.Fatalf("%d more mission/recent requests after nothing was in flight", m-n)
 	}

@@ -2,13 +2,11 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"asterion/jobs"
 	"asterion/views"
@@ -21,14 +19,9 @@ const dashPastDueGrace = time.Minute
 // healthData gathers the queue-health page: counts, the last hour per minute, per-org figures,
 // worker liveness and the backlog. Shared across viewers of the same scope for 2 s.
 func (s *Server) healthData(ctx context.Context, v jobs.Viewer) (views.Health, error) {
-	key := "health:" + viewerKey(v)
-	val, err := s.dash().cache.get(ctx, key, 2*time.Second, func(ctx context.Context) (any, error) {
+	return s.dashboard.health.get(ctx, viewerKey(v), func(ctx context.Context) (views.Health, error) {
 		return s.loadHealth(ctx, v)
 	})
-	if err != nil {
-		return views.Health{}, err
-	}
-	return val.(views.Health), nil
 }
 
 func viewerKey(v jobs.Viewer) string {
@@ -58,7 +51,7 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 	h := views.Health{Window: "1h", Queued: m.Counts[string(jobs.StateQueued)], Due: backlog.Due, PastDue: backlog.PastDue,
 		OldestDue: backlog.OldestDue, PastDueGrace: dashPastDueGrace, WorkerAlive: live.Alive, WorkerSeen: live.LastSeen,
 		WorkerSource: live.Source, LeaderID: live.LeaderID, Now: live.Now}
-	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded} {
+	for _, st := range dashJobStates {
 		h.Counts = append(h.Counts, views.Count{Key: string(st), Label: string(st), N: m.Counts[string(st)], Href: "/admin/jobs?state=" + string(st)})
 	}
 	for _, p := range series {
@@ -111,32 +104,4 @@ func (s *Server) healthPanel(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return render(c, views.HealthPanel(h))
-}
-
-// riverUI is GET /admin/river and below (admins): River's own web UI, mounted read-only.
-// Only GET routes reach it, so its cancel, retry, delete and pause buttons fail: acting on the
-// queue goes through /admin/jobs, which keeps sa_job (the truth) and River's vehicle in step.
-func (s *Server) riverUI(c *fiber.Ctx) error {
-	if s.deps.RiverUI == nil {
-		return s.errorPage(c, fiber.StatusNotFound, "River UI is not mounted",
-			"This server runs without River's own UI; the Jobs and Queue health pages show the queue.")
-	}
-	st := s.dash()
-	st.riverOnce.Do(func() {
-		ui := s.deps.RiverUI
-		// The adaptor hands fasthttp's RequestCtx to the handler as its context; deriving from
-		// it (as River UI's endpoints do) reads fasthttp's server state unlocked while a
-		// shutdown writes it. Detach the request from it, with a timeout of its own.
-		detached := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-			defer cancel()
-			ui.ServeHTTP(w, r.WithContext(ctx))
-		})
-		h := fasthttpadaptor.NewFastHTTPHandler(detached)
-		st.river = func(c *fiber.Ctx) error {
-			h(c.Context())
-			return nil
-		}
-	})
-	return st.river(c)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
+
+	"asterion/db/dbtest"
 )
 
 // TestDashboardRiverUI mounts River's own UI as cmd/asterion does (riverui.NewHandler over a
@@ -17,8 +19,8 @@ import (
 // read-only.
 func TestDashboardRiverUI(t *testing.T) {
 	t.Parallel()
-	f := newDashFixture(t, func(e *dashEnv) {
-		client, err := river.NewClient(riverpgxv5.New(e.db.Pool), &river.Config{Logger: testLogger()})
+	f := newDashFixture(t, func(d *dbtest.DB, deps *Deps) {
+		client, err := river.NewClient(riverpgxv5.New(d.Pool), &river.Config{Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +38,7 @@ func TestDashboardRiverUI(t *testing.T) {
 		if err := h.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		e.deps.RiverUI = h
+		deps.RiverUI = h
 	})
 	e := f.e
 	r := e.get(t, f.adm, "/admin/river")

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,8 +12,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"asterion/db"
-	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/feed"
 	"asterion/views"
@@ -87,100 +84,54 @@ func writeSSEData(w *bufio.Writer, name string, data []byte) error {
 	return err
 }
 
-// eventStatus is the part of an event's payload a row shows as of that event: rendering the
-// state each event reports (rather than the row's state when it is read) shows every step in
-// order, and the last event of a burst leaves the row as it now is.
-type eventStatus struct {
-	// Job events (jobs.JobEvent).
-	State           string     `json:"state"`
-	Attempt         *int       `json:"attempt"`
-	ErrorKind       *string    `json:"error_kind"`
-	Priority        *int       `json:"priority"`
-	OperationStatus string     `json:"operation_status"`
-	UpdatedAt       *time.Time `json:"updated_at"`
-	// Operation events.
-	Status string `json:"status"`
+// liveList is one dashboard list (operations or jobs) as its stream and its polling fallback
+// see it: what differs between lists. T is the list's row model.
+type liveList[T any] interface {
+	// load reads the page the list shows.
+	load(ctx context.Context) (listPage[T], error)
+	// item is the row an event is about, as of that event; false when the event is about none.
+	item(ctx context.Context, e feed.Event) (T, bool, error)
+	// key is the row's id and org.
+	key(item T) (id uuid.UUID, orgID int64)
+	// matches reports whether the row passes the list's filter.
+	matches(item T) bool
+	// row is the row swapped in place, marked stale when it no longer matches.
+	row(ctx context.Context, item T, stale bool) templ.Component
+	// prepend adds the row at the top of the list.
+	prepend(ctx context.Context, item T) templ.Component
+	// counts reads the counts bar, from a read that started at or after notBefore.
+	counts(ctx context.Context, notBefore time.Time) ([]views.Count, error)
+	// view names the list's elements and links.
+	view() views.ListView
 }
 
-func parseEventStatus(e feed.Event) eventStatus {
-	var st eventStatus
-	_ = json.Unmarshal(e.Payload, &st)
-	return st
+// listPage is one read of a list: the rows it shows and the fragment rendering them.
+type listPage[T any] struct {
+	items  []T
+	counts []views.Count
+	// fragment is the table with its pager, marked for an out-of-band swap when oob.
+	fragment func(oob bool) templ.Component
 }
 
-// eventOperation loads the operation an event is about, once per event for every stream of
-// this server.
-func (s *Server) eventOperation(ctx context.Context, e feed.Event) (db.Operation, bool, error) {
-	if e.OperationID == nil {
-		return db.Operation{}, false, nil
-	}
-	id := *e.OperationID
-	val, err := s.dash().cache.get(ctx, fmt.Sprintf("op:%d:%s", e.Seq, id), 10*time.Second, func(ctx context.Context) (any, error) {
-		return s.deps.Jobs.OperationRows(ctx, dashAllOrgs, []uuid.UUID{id})
-	})
+// listFragment answers a list's polling fallback: the table fragment, with the counts out of
+// band.
+func listFragment[T any](s *Server, c *fiber.Ctx, l liveList[T]) error {
+	page, err := l.load(c.UserContext())
 	if err != nil {
-		return db.Operation{}, false, err
+		return s.dashError(c, err, "page")
 	}
-	op, ok := val.(map[uuid.UUID]db.Operation)[id]
-	if !ok {
-		return db.Operation{}, false, nil
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	if err := render(c, page.fragment(false)); err != nil {
+		return err
 	}
-	st := parseEventStatus(e)
-	switch {
-	case e.Topic == feed.TopicJob && st.OperationStatus != "":
-		op.Status = st.OperationStatus
-	case e.Topic == feed.TopicOperation && st.Status != "":
-		op.Status = st.Status
-	}
-	if st.UpdatedAt != nil && !st.UpdatedAt.IsZero() {
-		op.UpdatedAt = *st.UpdatedAt
-	}
-	return op, true, nil
+	return views.ListCounts(l.view(), page.counts).Render(c.UserContext(), c.Response().BodyWriter())
 }
 
-// eventJob loads the job an event is about, once per event for every stream of this server.
-func (s *Server) eventJob(ctx context.Context, e feed.Event) (db.Job, bool, error) {
-	if e.JobID == nil || e.Topic != feed.TopicJob {
-		return db.Job{}, false, nil
-	}
-	id := *e.JobID
-	val, err := s.dash().cache.get(ctx, fmt.Sprintf("job:%d:%s", e.Seq, id), 10*time.Second, func(ctx context.Context) (any, error) {
-		return s.deps.Jobs.JobRows(ctx, dashAllOrgs, []uuid.UUID{id})
-	})
-	if err != nil {
-		return db.Job{}, false, err
-	}
-	j, ok := val.(map[uuid.UUID]db.Job)[id]
-	if !ok {
-		return db.Job{}, false, nil
-	}
-	st := parseEventStatus(e)
-	if st.State != "" {
-		j.State = st.State
-	}
-	if st.Attempt != nil {
-		j.Attempt = *st.Attempt
-	}
-	if st.Priority != nil {
-		j.Priority = *st.Priority
-	}
-	if st.UpdatedAt != nil && !st.UpdatedAt.IsZero() {
-		j.UpdatedAt = *st.UpdatedAt
-	}
-	j.ErrorKind = st.ErrorKind
-	return j, true, nil
-}
-
-// sees reports whether the dashboard viewer v may see an object of org (operators see their
-// org, admins every org; the hub's scope already filters, this is the second check).
-func sees(v jobs.Viewer, orgID int64) bool { return v.AllOrgs || orgID == v.OrgID }
-
-// opsStreamer keeps an operations list live.
-type opsStreamer struct {
+// listStreamer keeps a dashboard list live.
+type listStreamer[T any] struct {
 	s       *Server
-	p       identity.Principal
 	v       jobs.Viewer
-	q       opsQuery
+	list    liveList[T]
 	visible map[uuid.UUID]bool
 	dirty   bool
 	counts  string
@@ -192,27 +143,35 @@ type opsStreamer struct {
 	rowCap int
 }
 
-func (o *opsStreamer) tickEvery() time.Duration { return time.Second }
+// streamList serves the stream of a list for the viewer v on the topics of its rows.
+func streamList[T any](s *Server, c *fiber.Ctx, v jobs.Viewer, l liveList[T], topics ...string) {
+	scope := v.Scope()
+	scope.Topics = topics
+	s.pageStream(c, scope, &listStreamer[T]{s: s, v: v, list: l})
+}
 
-func (o *opsStreamer) snapshot(ctx context.Context, w *bufio.Writer) error {
-	d, ops, err := o.s.loadOpsList(ctx, o.p, o.q)
+func (o *listStreamer[T]) tickEvery() time.Duration { return time.Second }
+
+func (o *listStreamer[T]) snapshot(ctx context.Context, w *bufio.Writer) error {
+	page, err := o.list.load(ctx)
 	if err != nil {
 		return err
 	}
-	o.visible, o.newer = make(map[uuid.UUID]bool, len(ops)), 0
-	for _, op := range ops {
-		o.visible[op.ID] = true
+	o.visible, o.newer = make(map[uuid.UUID]bool, len(page.items)), 0
+	for _, it := range page.items {
+		id, _ := o.list.key(it)
+		o.visible[id] = true
 	}
-	if err := writeSSE(ctx, w, "snapshot", views.OpsListFragment(d, true)); err != nil {
+	if err := writeSSE(ctx, w, "snapshot", page.fragment(true)); err != nil {
 		return err
 	}
 	o.dirty = false
-	return o.writeCounts(ctx, w, d.Counts)
+	return o.writeCounts(ctx, w, page.counts)
 }
 
-func (o *opsStreamer) writeCounts(ctx context.Context, w *bufio.Writer, counts []views.Count) error {
+func (o *listStreamer[T]) writeCounts(ctx context.Context, w *bufio.Writer, counts []views.Count) error {
 	var buf bytes.Buffer
-	if err := views.OpsCounts(counts).Render(ctx, &buf); err != nil {
+	if err := views.ListCounts(o.list.view(), counts).Render(ctx, &buf); err != nil {
 		return err
 	}
 	if buf.String() == o.counts {
@@ -222,235 +181,46 @@ func (o *opsStreamer) writeCounts(ctx context.Context, w *bufio.Writer, counts [
 	return writeSSEData(w, "meta", buf.Bytes())
 }
 
-func (o *opsStreamer) event(ctx context.Context, w *bufio.Writer, e feed.Event) error {
-	op, ok, err := o.s.eventOperation(ctx, e)
-	if err != nil || !ok || !sees(o.v, op.OrgID) {
+func (o *listStreamer[T]) event(ctx context.Context, w *bufio.Writer, e feed.Event) error {
+	it, ok, err := o.list.item(ctx, e)
+	if err != nil || !ok {
 		return err
 	}
-	o.dirty, o.changedAt = true, time.Now()
-	match := o.q.matches(op)
-	if o.visible[op.ID] {
-		orgs, _ := o.s.names(ctx, []int64{op.OrgID}, nil)
-		row := opRowOf(op, orgs)
-		row.Stale = !match
-		return writeSSE(ctx, w, "row", views.OpRowTR(row, o.p.SeesAllOrgs(), true))
+	id, orgID := o.list.key(it)
+	if !sees(o.v, orgID) {
+		return nil
 	}
-	if !match || o.q.filter.Cursor != "" {
+	o.dirty, o.changedAt = true, time.Now()
+	match := o.list.matches(it)
+	if o.visible[id] {
+		return writeSSE(ctx, w, "row", o.list.row(ctx, it, !match))
+	}
+	lv := o.list.view()
+	if !match || lv.Paged {
 		return nil
 	}
 	if len(o.visible) >= cmp.Or(o.rowCap, dashLiveRowCap) {
 		o.newer++
-		return writeSSE(ctx, w, "meta", views.NewerNotice("ops-newer", o.newer, views.OpsPath(o.q.view, "")))
+		return writeSSE(ctx, w, "meta", views.NewerNotice(lv.NewerID(), o.newer, lv.NewestPath))
 	}
 	if len(o.visible) == 0 {
-		if err := writeSSE(ctx, w, "row", views.RowDelete("ops-empty")); err != nil {
+		if err := writeSSE(ctx, w, "row", views.RowDelete(lv.EmptyID())); err != nil {
 			return err
 		}
 	}
-	o.visible[op.ID] = true
-	orgs, _ := o.s.names(ctx, []int64{op.OrgID}, nil)
-	return writeSSE(ctx, w, "row", views.OpRowPrepend(opRowOf(op, orgs), o.p.SeesAllOrgs()))
+	o.visible[id] = true
+	return writeSSE(ctx, w, "row", o.list.prepend(ctx, it))
 }
 
-func (o *opsStreamer) tick(ctx context.Context, w *bufio.Writer) error {
+func (o *listStreamer[T]) tick(ctx context.Context, w *bufio.Writer) error {
 	if !o.dirty {
 		return nil
 	}
 	o.dirty = false
-	counts, err := o.s.opsCounts(ctx, o.v, o.q, o.changedAt)
+	counts, err := o.list.counts(ctx, o.changedAt)
 	if err != nil {
 		o.s.log.Warn("dashboard counts", "err", err)
 		return nil
 	}
 	return o.writeCounts(ctx, w, counts)
-}
-
-// operationsEvents is GET /admin/deferred-operations/events?<filter>: the list's stream.
-func (s *Server) operationsEvents(c *fiber.Ctx) error {
-	p := principalOf(c)
-	q := s.parseOpsQuery(c.UserContext(), p, func(k string) string { return c.Query(k) }, time.Now())
-	v := viewerOf(p)
-	scope := v.Scope()
-	scope.Topics = []string{feed.TopicJob, feed.TopicOperation}
-	s.pageStream(c, scope, &opsStreamer{s: s, p: p, v: v, q: q})
-	return nil
-}
-
-// jobsStreamer keeps a jobs list live.
-type jobsStreamer struct {
-	s       *Server
-	p       identity.Principal
-	v       jobs.Viewer
-	q       jobsQuery
-	visible map[uuid.UUID]bool
-	dirty   bool
-	counts  string
-	// changedAt is when the newest event arrived: counts must be read after it.
-	changedAt time.Time
-	// newer counts matching rows not prepended because the page holds rowCap rows.
-	newer int
-	// rowCap overrides dashLiveRowCap (tests).
-	rowCap int
-}
-
-func (o *jobsStreamer) tickEvery() time.Duration { return time.Second }
-
-func (o *jobsStreamer) snapshot(ctx context.Context, w *bufio.Writer) error {
-	d, list, err := o.s.loadJobsList(ctx, o.p, o.q)
-	if err != nil {
-		return err
-	}
-	o.visible, o.newer = make(map[uuid.UUID]bool, len(list)), 0
-	for _, j := range list {
-		o.visible[j.ID] = true
-	}
-	if err := writeSSE(ctx, w, "snapshot", views.JobsListFragment(d, true)); err != nil {
-		return err
-	}
-	o.dirty = false
-	return o.writeCounts(ctx, w, d.Counts)
-}
-
-func (o *jobsStreamer) writeCounts(ctx context.Context, w *bufio.Writer, counts []views.Count) error {
-	var buf bytes.Buffer
-	if err := views.JobsCounts(counts).Render(ctx, &buf); err != nil {
-		return err
-	}
-	if buf.String() == o.counts {
-		return nil
-	}
-	o.counts = buf.String()
-	return writeSSEData(w, "meta", buf.Bytes())
-}
-
-func (o *jobsStreamer) event(ctx context.Context, w *bufio.Writer, e feed.Event) error {
-	j, ok, err := o.s.eventJob(ctx, e)
-	if err != nil || !ok || !sees(o.v, j.OrgID) {
-		return err
-	}
-	o.dirty, o.changedAt = true, time.Now()
-	match := o.q.matches(j)
-	if o.visible[j.ID] {
-		row := o.s.jobRows(ctx, []db.Job{j})[0]
-		row.Stale = !match
-		return writeSSE(ctx, w, "row", views.JobRowTR(row, o.p.SeesAllOrgs(), true))
-	}
-	if !match || o.q.filter.Cursor != "" {
-		return nil
-	}
-	if len(o.visible) >= cmp.Or(o.rowCap, dashLiveRowCap) {
-		o.newer++
-		return writeSSE(ctx, w, "meta", views.NewerNotice("jobs-newer", o.newer, views.JobsPath(o.q.view, "")))
-	}
-	if len(o.visible) == 0 {
-		if err := writeSSE(ctx, w, "row", views.RowDelete("jobs-empty")); err != nil {
-			return err
-		}
-	}
-	o.visible[j.ID] = true
-	return writeSSE(ctx, w, "row", views.JobRowPrepend(o.s.jobRows(ctx, []db.Job{j})[0], o.p.SeesAllOrgs()))
-}
-
-func (o *jobsStreamer) tick(ctx context.Context, w *bufio.Writer) error {
-	if !o.dirty {
-		return nil
-	}
-	o.dirty = false
-	counts, err := o.s.jobsCounts(ctx, o.v, o.q, o.changedAt)
-	if err != nil {
-		o.s.log.Warn("dashboard counts", "err", err)
-		return nil
-	}
-	return o.writeCounts(ctx, w, counts)
-}
-
-// jobsEvents is GET /admin/jobs/events?<filter>: the jobs list's stream.
-func (s *Server) jobsEvents(c *fiber.Ctx) error {
-	p := principalOf(c)
-	q := s.parseJobsQuery(c.UserContext(), p, func(k string) string { return c.Query(k) }, time.Now())
-	v := viewerOf(p)
-	scope := v.Scope()
-	scope.Topics = []string{feed.TopicJob}
-	s.pageStream(c, scope, &jobsStreamer{s: s, p: p, v: v, q: q})
-	return nil
-}
-
-// changedStreamer keeps a detail page live: "changed" on connect and, coalesced, whenever an
-// event concerns the page's object.
-type changedStreamer struct {
-	concerns func(e feed.Event) bool
-	dirty    bool
-}
-
-func (d *changedStreamer) tickEvery() time.Duration { return 150 * time.Millisecond }
-
-func (d *changedStreamer) snapshot(_ context.Context, w *bufio.Writer) error {
-	d.dirty = false
-	return writeSSEData(w, "changed", []byte("snapshot"))
-}
-
-func (d *changedStreamer) event(_ context.Context, _ *bufio.Writer, e feed.Event) error {
-	if d.concerns(e) {
-		d.dirty = true
-	}
-	return nil
-}
-
-func (d *changedStreamer) tick(_ context.Context, w *bufio.Writer) error {
-	if !d.dirty {
-		return nil
-	}
-	d.dirty = false
-	return writeSSEData(w, "changed", []byte("changed"))
-}
-
-// operationEvents is GET /admin/deferred-operations/:id/events.
-func (s *Server) operationEvents(c *fiber.Ctx) error {
-	id, ok := pathUUID(c, "id")
-	if !ok {
-		return s.notFoundPage(c, "operation")
-	}
-	v := viewerOf(principalOf(c))
-	d, err := s.deps.Jobs.GetOperation(c.UserContext(), v, id)
-	if err != nil {
-		return s.dashError(c, err, "operation")
-	}
-	var prompts []uuid.UUID
-	for _, j := range d.Jobs {
-		prompts = append(prompts, j.PromptID)
-	}
-	scope := v.Scope()
-	scope.Topics = []string{feed.TopicJob, feed.TopicOperation}
-	s.pageStream(c, scope, &changedStreamer{concerns: func(e feed.Event) bool {
-		if e.OperationID != nil && *e.OperationID == id {
-			return true
-		}
-		for _, p := range prompts {
-			if e.PromptID != nil && *e.PromptID == p {
-				return true
-			}
-		}
-		return false
-	}})
-	return nil
-}
-
-// jobEvents is GET /admin/jobs/:id/events.
-func (s *Server) jobEvents(c *fiber.Ctx) error {
-	id, ok := pathUUID(c, "id")
-	if !ok {
-		return s.notFoundPage(c, "job")
-	}
-	v := viewerOf(principalOf(c))
-	d, err := s.deps.Jobs.GetJob(c.UserContext(), v, id)
-	if err != nil {
-		return s.dashError(c, err, "job")
-	}
-	prompt := d.Job.PromptID
-	scope := v.Scope()
-	scope.Topics = []string{feed.TopicJob}
-	s.pageStream(c, scope, &changedStreamer{concerns: func(e feed.Event) bool {
-		return (e.JobID != nil && *e.JobID == id) || (e.PromptID != nil && *e.PromptID == prompt)
-	}})
-	return nil
 }

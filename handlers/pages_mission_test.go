@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -29,12 +27,12 @@ type missionEnv struct {
 func newMissionEnv(t *testing.T) *missionEnv {
 	t.Helper()
 	d := dbtest.New(t)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: appLogger()})
+	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := identity.NewService(d.Bun)
-	srv := New(Deps{Identity: ids, Jobs: svc, Logger: appLogger()})
+	srv := New(Deps{Identity: ids, Jobs: svc, Logger: testLogger()})
 	return &missionEnv{testEnv: &testEnv{srv: srv, ids: ids, db: d}, jobs: svc}
 }
 
@@ -94,9 +92,28 @@ func wantDrop(t *testing.T, body, promptID, class string) string {
 	return tag
 }
 
-func TestMissionPageAccess(t *testing.T) {
+// TestMissionPages runs the mission page's tests over one server and database; each uses its
+// own users, and they run one after another (one of them counts every prompt).
+func TestMissionPages(t *testing.T) {
 	t.Parallel()
 	e := newMissionEnv(t)
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, *missionEnv)
+	}{
+		{"access", testMissionPageAccess},
+		{"threads and classes", testMissionPageThreadsAndClasses},
+		{"submit", testMissionSubmit},
+		{"cancel and retry", testMissionCancelAndRetry},
+		{"actions on another prompt are 404", testMissionActionsOtherPromptIs404},
+		{"drops fragment", testMissionDropsFragment},
+		{"stream without hub", testMissionStreamWithoutHub},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, e) })
+	}
+}
+
+func testMissionPageAccess(t *testing.T, e *missionEnv) {
 	mem, mv := e.member(t, "acme", "mia", identity.RoleMember)
 	op, ov := e.member(t, "acme", "oscar", identity.RoleOperator)
 	_, rv := e.member(t, "globex", "rita", identity.RoleMember)
@@ -140,9 +157,7 @@ func TestMissionPageAccess(t *testing.T) {
 	}
 }
 
-func TestMissionPageThreadsAndClasses(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionPageThreadsAndClasses(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "tess", identity.RoleMember)
 	ctx := context.Background()
 	root := e.submit(t, v, "root")
@@ -180,9 +195,7 @@ func TestMissionPageThreadsAndClasses(t *testing.T) {
 	}
 }
 
-func TestMissionSubmit(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionSubmit(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "sam", identity.RoleMember)
 	_, rv := e.member(t, "globex", "rob", identity.RoleMember)
 	parent := e.submit(t, v, "parent")
@@ -265,9 +278,7 @@ func TestMissionSubmit(t *testing.T) {
 	}
 }
 
-func TestMissionCancelAndRetry(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionCancelAndRetry(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "cal", identity.RoleMember)
 	p := e.submit(t, v, "change my mind")
 	pid := p.PromptID.String()
@@ -327,9 +338,7 @@ func TestMissionCancelAndRetry(t *testing.T) {
 
 // TestMissionActionsOtherPromptIs404: another org's, or another user's, prompt answers 404 on
 // the mission action routes, like a prompt that does not exist, and nothing changes.
-func TestMissionActionsOtherPromptIs404(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionActionsOtherPromptIs404(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "ivy", identity.RoleMember)
 	op, _ := e.member(t, "acme", "otto", identity.RoleOperator)
 	_, rv := e.member(t, "globex", "rex", identity.RoleMember)
@@ -370,15 +379,16 @@ func TestMissionActionsOtherPromptIs404(t *testing.T) {
 	}
 }
 
-func TestMissionDropsFragment(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionDropsFragment(t *testing.T, e *missionEnv) {
 	b, v := e.member(t, "acme", "pia", identity.RoleMember)
 	_, rv := e.member(t, "globex", "ron", identity.RoleMember)
 	old := e.submit(t, v, "older")
-	time.Sleep(10 * time.Millisecond)
-	since := time.Now().UTC()
-	time.Sleep(10 * time.Millisecond)
+	// since falls between the two prompts on the database's own clock.
+	var oldAt time.Time
+	if err := e.db.Bun.QueryRowContext(context.Background(), "SELECT updated_at FROM sa_job WHERE id = ?", old.JobID).Scan(&oldAt); err != nil {
+		t.Fatal(err)
+	}
+	since := oldAt.Add(time.Microsecond).UTC()
 	fresh := e.submit(t, v, "newer")
 	rival := e.submit(t, rv, "rival")
 
@@ -404,61 +414,28 @@ func TestMissionDropsFragment(t *testing.T) {
 	}
 }
 
-func TestMissionStreamWithoutHub(t *testing.T) {
-	t.Parallel()
-	e := newMissionEnv(t)
+func testMissionStreamWithoutHub(t *testing.T, e *missionEnv) {
 	b, _ := e.member(t, "acme", "hal", identity.RoleMember)
 	resp, body := b.do(t, get("/mission/stream"))
 	wantHTML(t, resp, body, http.StatusServiceUnavailable)
 }
 
-// missionSSE reads a text/event-stream into events of (name, data).
+// missionSSE is one event of the mission stream.
 type missionSSE struct {
 	name, data string
 }
 
-func readMissionSSE(t *testing.T, body io.Reader) <-chan missionSSE {
-	c := make(chan missionSSE, 64)
-	go func() {
-		defer close(c)
-		sc := bufio.NewScanner(body)
-		sc.Buffer(make([]byte, 1<<20), 8<<20)
-		var ev missionSSE
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" || len(data) > 0 {
-					ev.data = strings.Join(data, "\n")
-					c <- ev
-				}
-				ev, data = missionSSE{}, nil
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = append(data, strings.TrimPrefix(line, "data: "))
-			}
-		}
-	}()
-	return c
-}
-
 // nextMissionSSE waits for the first event for which match holds.
-func nextMissionSSE(t *testing.T, c <-chan missionSSE, what string, match func(missionSSE) bool) missionSSE {
+func nextMissionSSE(t *testing.T, s *sseStream, what string, match func(missionSSE) bool) missionSSE {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
-		select {
-		case ev, ok := <-c:
-			if !ok {
-				t.Fatalf("the stream ended before %s", what)
-			}
-			if match(ev) {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s within 15 s", what)
+		ev, ok := s.nextEvent(deadline)
+		if !ok {
+			t.Fatalf("no %s within 15 s (or the stream ended)", what)
+		}
+		if m := (missionSSE{name: ev.Name, data: ev.Data}); match(m) {
+			return m
 		}
 	}
 }
@@ -479,19 +456,10 @@ func TestMissionStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(sctx, "GET", app.Base+"/mission/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	events := app.openEvents(t, "/mission/stream", tok)
+	if ct := events.Resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("stream: %d %s", events.Resp.StatusCode, ct)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	events := readMissionSSE(t, resp.Body)
 	snap := nextMissionSSE(t, events, "the snapshot", func(missionSSE) bool { return true })
 	if snap.name != "drop" || !strings.HasPrefix(snap.data, `<div id="field" hx-swap-oob="innerHTML">`) ||
 		!strings.Contains(snap.data, `id="mission-sync"`) {

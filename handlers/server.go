@@ -57,6 +57,8 @@ type Server struct {
 	app  *fiber.App
 	deps Deps
 	log  *slog.Logger
+	// dashboard is what the operator dashboard shares across requests and streams.
+	dashboard *dashboardState
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -67,7 +69,7 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{deps: deps, log: deps.Logger}
+	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp answers a body over its limit and closes the connection while the client may

@@ -26,24 +26,44 @@ import (
 )
 
 // liveServer is the whole application on a real loopback listener: its own database, the
-// identity service, a jobs service on the fast simulated provider, a started worker runtime and
-// a running change-feed hub, served by handlers.New(...).Serve as the binary does. Unlike
-// app.Test it streams, so SSE tests read events as they happen.
+// identity service, a jobs service on the fast simulated provider, a worker runtime and a
+// running change-feed hub, served by handlers.New(...).Serve as the binary does. Unlike
+// app.Test it streams, so SSE tests read events as they happen. It is the one server harness
+// of the package: the dashboard and browser tests build on it.
 type liveServer struct {
 	Base string
 	DB   *dbtest.DB
 	IDs  *identity.Service
 	Jobs *jobs.Service
 	Hub  *feed.Hub
+	// Server is the served application and Deps what it was built from.
+	Server *Server
+	Deps   Deps
 
 	client      *http.Client
 	serveCancel context.CancelFunc
 	serveDone   chan error
 
+	rt        *jobs.Runtime
+	rtCtx     context.Context
+	startOnce sync.Once
+	started   chan struct{}
+
 	stopOnce  sync.Once
 	serveErr  error
 	serveTook time.Duration
 	serveLate bool
+}
+
+// liveServerConfig changes the defaults of startLiveServerWith.
+type liveServerConfig struct {
+	// Provider defaults to the sim provider with a 20–50 ms latency.
+	Provider provider.Provider
+	// HoldWorkers leaves the worker runtime stopped until StartWorkers, so that jobs stay
+	// queued for as long as the test needs.
+	HoldWorkers bool
+	// Deps changes the server's dependencies before it is built.
+	Deps func(d *dbtest.DB, deps *Deps)
 }
 
 // liveUser is a user with an API token.
@@ -65,18 +85,23 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// startLiveServer starts everything; the test's cleanup stops it all (server, workers, hub) and
-// then drops the database.
+// startLiveServer starts everything with the defaults; the test's cleanup stops it all
+// (server, workers, hub) and then drops the database.
 func startLiveServer(t *testing.T) *liveServer {
+	t.Helper()
+	return startLiveServerWith(t, liveServerConfig{})
+}
+
+// startLiveServerWith starts everything as cfg says.
+func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	t.Helper()
 	d := dbtest.New(t)
 	log := testLogger()
+	if cfg.Provider == nil {
+		cfg.Provider = provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
+	}
 	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{
-		DB:       d.Bun,
-		Provider: provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond}),
-		Logger:   log,
-	})
+	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: cfg.Provider, Logger: log})
 	if err != nil {
 		t.Fatalf("jobs service: %v", err)
 	}
@@ -85,10 +110,6 @@ func startLiveServer(t *testing.T) *liveServer {
 		t.Fatalf("jobs runtime: %v", err)
 	}
 	rtCtx, rtCancel := context.WithCancel(context.Background())
-	if err := rt.Start(rtCtx); err != nil {
-		rtCancel()
-		t.Fatalf("start runtime: %v", err)
-	}
 	hub := feed.NewHub(d.Pool, d.Bun, log)
 	stopHub := hub.Start(context.Background())
 
@@ -96,13 +117,18 @@ func startLiveServer(t *testing.T) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
-		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }})
+	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
+		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}
+	if cfg.Deps != nil {
+		cfg.Deps(d, &deps)
+	}
+	srv := New(deps)
 	serveCtx, serveCancel := context.WithCancel(context.Background())
 	f := &liveServer{
-		Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, Hub: hub,
+		Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, Hub: hub, Server: srv, Deps: deps,
 		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
 		serveCancel: serveCancel, serveDone: make(chan error, 1),
+		rt: rt, rtCtx: rtCtx, started: make(chan struct{}),
 	}
 	go func() { f.serveDone <- srv.Serve(serveCtx, ln) }()
 	t.Cleanup(func() {
@@ -112,8 +138,12 @@ func startLiveServer(t *testing.T) *liveServer {
 			t.Errorf("Serve returned %v after %v", err, took)
 		}
 		f.client.CloseIdleConnections()
-		if err := rt.Stop(context.Background(), time.Second); err != nil {
-			t.Errorf("stop runtime: %v", err)
+		select {
+		case <-f.started:
+			if err := rt.Stop(context.Background(), time.Second); err != nil {
+				t.Errorf("stop runtime: %v", err)
+			}
+		default:
 		}
 		rtCancel()
 		stopHub()
@@ -123,7 +153,21 @@ func startLiveServer(t *testing.T) *liveServer {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the change-feed hub is not ready after 10 s")
 	}
+	if !cfg.HoldWorkers {
+		f.StartWorkers(t)
+	}
 	return f
+}
+
+// StartWorkers starts the worker runtime (once).
+func (f *liveServer) StartWorkers(t *testing.T) {
+	t.Helper()
+	f.startOnce.Do(func() {
+		if err := f.rt.Start(f.rtCtx); err != nil {
+			t.Fatalf("start runtime: %v", err)
+		}
+		close(f.started)
+	})
 }
 
 // shutdown cancels the serve context once and reports how Serve ended and how long it took.
@@ -408,6 +452,14 @@ func (f *liveServer) openEvents(t *testing.T, path, tok string, hdr ...string) *
 		cancel()
 		t.Fatalf("open %s: %d %s", path, resp.StatusCode, b)
 	}
+	s := readSSE(resp, cancel)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// readSSE reads resp's text/event-stream in the background: the one SSE reader of the
+// package's tests. cancel ends the request that resp answers.
+func readSSE(resp *http.Response, cancel context.CancelFunc) *sseStream {
 	c := make(chan sseEvent, 1024)
 	s := &sseStream{Resp: resp, C: c, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -415,7 +467,7 @@ func (f *liveServer) openEvents(t *testing.T, path, tok string, hdr ...string) *
 		defer close(c)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		sc.Buffer(make([]byte, 64*1024), 8<<20)
 		var ev sseEvent
 		var data []string
 		has := false
@@ -433,20 +485,18 @@ func (f *liveServer) openEvents(t *testing.T, path, tok string, hdr ...string) *
 			default:
 				name, value, _ := strings.Cut(line, ":")
 				value = strings.TrimPrefix(value, " ")
-				has = true
 				switch name {
 				case "id":
 					n, err := strconv.ParseInt(value, 10, 64)
-					ev.ID, ev.HasID = n, err == nil
+					ev.ID, ev.HasID, has = n, err == nil, true
 				case "event":
-					ev.Name = value
+					ev.Name, has = value, true
 				case "data":
-					data = append(data, value)
+					data, has = append(data, value), true
 				}
 			}
 		}
 	}()
-	t.Cleanup(s.Close)
 	return s
 }
 

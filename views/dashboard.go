@@ -162,23 +162,8 @@ type JobRow struct {
 	Stale bool
 	// Current marks the job a detail page is about, in a supersede chain.
 	Current bool
-}
-
-// Terminal reports whether the job's state is final (superseded included).
-func (j JobRow) Terminal() bool {
-	switch j.State {
-	case "succeeded", "failed", "cancelled", "superseded":
-		return true
-	}
-	return false
-}
-
-// Cancelable reports whether a cancel may be asked (queued or running).
-func (j JobRow) Cancelable() bool { return j.State == "queued" || j.State == "running" }
-
-// Retryable reports whether a retry may be asked (succeeded, failed or cancelled).
-func (j JobRow) Retryable() bool {
-	return j.State == "succeeded" || j.State == "failed" || j.State == "cancelled"
+	// Cancelable and Retryable say whether the job's state allows a cancel or a retry.
+	Cancelable, Retryable bool
 }
 
 // OperationDetail is the operator view of one operation: every registry field except the

@@ -43,10 +43,10 @@ func sampleJobs() []JobRow {
 	return []JobRow{
 		{ID: "33333333-3333-4333-8333-333333333333", State: "running", Priority: 50, Attempt: 1, MaxAttempts: 3, Org: "acme",
 			Creator: "olga", CreatedAt: now, ScheduledAt: now, StartedAt: &started, UpdatedAt: now,
-			OperationID: "11111111-1111-4111-8111-111111111111"},
+			OperationID: "11111111-1111-4111-8111-111111111111", Cancelable: true},
 		{ID: "44444444-4444-4444-8444-444444444444", State: "failed", Priority: 5, Attempt: 3, MaxAttempts: 3, ErrorKind: "timeout",
 			CreatedAt: now, ScheduledAt: now, StartedAt: &started, FinishedAt: &now, Supersedes: "33333333-3333-4333-8333-333333333333",
-			Stale: true, Current: true},
+			Stale: true, Current: true, Retryable: true},
 	}
 }
 

@@ -6,9 +6,11 @@
 // - A rendering never replaces a newer one of the same drop (data-version), so a late answer
 //   cannot move a drop back to an earlier state.
 // - Expanded responses stay expanded across live updates.
-// - While the stream is down and some drop is queued or running, the page polls
-//   GET /sa-core/v1/mission/recent?since= every 2 s and fetches the changed drops; it stops as
-//   soon as nothing is in flight, and when the stream is back.
+// - Polling fallback, declared in the page like the dashboard's: #mission-poll's hx-trigger
+//   asks asterionMission.shouldPoll() every 2 s, which holds while the stream is down and some
+//   drop is queued or running; it then reads GET /sa-core/v1/mission/recent?since=. When that
+//   lists changes, #mission-drops fetches the changed drops (OOB fragments) and the cursor
+//   moves on. Polling stops as soon as nothing is in flight, and when the stream is back.
 // - Live updates never touch the compose bar; a successful submit clears the text it sent.
 (function () {
   "use strict";
@@ -21,11 +23,12 @@
   var parentSelect = document.getElementById("compose-parent");
   var status = document.getElementById("live-status");
 
-  var POLL_MS = 2000;
   var opened = {}; // prompt id -> true while its response is expanded
   var stream = "connecting"; // connecting | open | down
-  var pollTimer = null;
-  var polling = false;
+  // polledSince is the since of the mission/recent read under way; fetching holds the since
+  // and as_of of a read that listed changes, while #mission-drops fetches them.
+  var polledSince = "";
+  var fetching = null;
 
   function num(el, name) {
     return Number(el.getAttribute(name) || 0);
@@ -157,11 +160,9 @@
   });
   document.addEventListener("htmx:sseOpen", function () {
     setStream("open");
-    stopPolling();
   });
   document.addEventListener("htmx:sseError", function () {
     setStream("down");
-    maybePoll();
   });
 
   // ---- polling fallback --------------------------------------------------------------------
@@ -180,52 +181,43 @@
     if (s && v) s.setAttribute("data-as-of", v);
   }
 
-  function stopPolling() {
-    if (pollTimer) clearTimeout(pollTimer);
-    pollTimer = null;
-  }
+  window.asterionMission = {
+    shouldPoll: function () {
+      return stream === "down" && !fetching && inFlight();
+    }
+  };
 
-  function maybePoll() {
-    if (stream !== "down" || pollTimer || polling || !inFlight()) return;
-    pollTimer = setTimeout(poll, POLL_MS);
-  }
+  // Both polling requests carry the cursor: where the last full read or poll left off.
+  document.addEventListener("htmx:configRequest", function (ev) {
+    var id = ev.detail.elt && ev.detail.elt.id;
+    var since;
+    if (id === "mission-poll") since = polledSince = asOf();
+    else if (id === "mission-drops" && fetching) since = fetching.since;
+    if (since) ev.detail.parameters.since = since;
+  });
 
-  function poll() {
-    pollTimer = null;
-    if (stream !== "down" || !inFlight()) return;
-    polling = true;
-    var since = asOf();
-    var url = "/sa-core/v1/mission/recent" + (since ? "?since=" + encodeURIComponent(since) : "");
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (r) {
-        if (!r.ok) throw new Error("mission/recent: " + r.status);
-        return r.json();
-      })
-      .then(function (body) {
-        if (!body.items || body.items.length === 0) {
-          setAsOf(body.as_of);
-          return null;
-        }
-        var drops = "/mission/drops" + (since ? "?since=" + encodeURIComponent(since) : "");
-        return fetch(drops, { credentials: "same-origin", headers: { "HX-Request": "true" } })
-          .then(function (r) {
-            if (!r.ok) throw new Error("mission/drops: " + r.status);
-            return r.text();
-          })
-          .then(function (html) {
-            // Merge by prompt id (OOB swaps by drop id), then move the cursor on.
-            prepare(html);
-            var sync = document.getElementById("mission-sync");
-            htmx.swap(sync, html, { swapStyle: "none" }, { contextElement: sync });
-            setAsOf(body.as_of);
-          });
-      })
-      .catch(function () { /* try again in 2 s while work is in flight */ })
-      .then(function () {
-        polling = false;
-        maybePoll();
-      });
-  }
+  // mission/recent answers JSON: nothing to swap; fetch the drops when it lists changes.
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    if (!ev.detail.elt || ev.detail.elt.id !== "mission-poll") return;
+    ev.detail.shouldSwap = false;
+    if (ev.detail.xhr.status !== 200) return;
+    var body;
+    try { body = JSON.parse(ev.detail.xhr.responseText); } catch (e) { return; }
+    if (!body.items || body.items.length === 0) {
+      setAsOf(body.as_of);
+      return;
+    }
+    fetching = { since: polledSince, asOf: body.as_of };
+    htmx.trigger(document.getElementById("mission-drops"), "mission:changed");
+  });
+
+  // Once the changed drops are merged (OOB swaps by drop id), the cursor moves on; after a
+  // failure it stays, and the next poll asks again.
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    if (!ev.detail.elt || ev.detail.elt.id !== "mission-drops" || !fetching) return;
+    if (ev.detail.successful) setAsOf(fetching.asOf);
+    fetching = null;
+  });
 
   // ---- compose bar -------------------------------------------------------------------------
 
@@ -280,7 +272,6 @@
       if (parentSelect) parentSelect.value = "";
       sent = null;
       markParent();
-      maybePoll();
     });
   }
   if (text && form) {
@@ -302,7 +293,6 @@
   function afterUpdate() {
     syncParents();
     markParent();
-    maybePoll();
   }
   ["htmx:afterSettle", "htmx:oobAfterSwap", "htmx:sseMessage"].forEach(function (name) {
     document.addEventListener(name, afterUpdate);
