@@ -106,4 +106,3 @@ func TestBudgetRefusesSubmits(t *testing.T) {
 		t.Errorf("usage after both: %+v %v, want 17 tokens counted", st, err)
 	}
 }
-
