@@ -64,6 +64,8 @@ type liveServerConfig struct {
 	HoldWorkers bool
 	// Deps changes the server's dependencies before it is built.
 	Deps func(d *dbtest.DB, deps *Deps)
+	// Jobs changes the jobs service's configuration before it is built.
+	Jobs func(cfg *jobs.Config)
 }
 
 // liveUser is a user with an API token.
@@ -101,7 +103,11 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 		cfg.Provider = provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
 	}
 	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: cfg.Provider, Logger: log})
+	jcfg := jobs.Config{DB: d.Bun, Provider: cfg.Provider, Logger: log}
+	if cfg.Jobs != nil {
+		cfg.Jobs(&jcfg)
+	}
+	svc, err := jobs.NewService(jcfg)
 	if err != nil {
 		t.Fatalf("jobs service: %v", err)
 	}
