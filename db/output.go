@@ -38,8 +38,9 @@ type PendingChunk struct {
 }
 
 // insertOutputSQL stores a flush of chunks in one statement: the rows come as one JSON array
-// (so the text never changes and stays prepared), each is kept only while its job runs the
-// same attempt under the same claim (a late writer's chunks are dropped as its results are),
+// (so the text never changes and stays prepared), each is kept only while its job is running
+// the same attempt under the same claim (a late writer's chunks are dropped as its results
+// are, and nothing follows a cancel, so a terminal job's output is final),
 // and the stored rows' gid range is announced on the channel in $2 with the writer's tag $3,
 // once per flush.
 const insertOutputSQL = `WITH v AS (
@@ -48,7 +49,7 @@ const insertOutputSQL = `WITH v AS (
 ), ins AS (
     INSERT INTO sa_job_output (job_id, attempt, seq, text, pieces, org_id, created_by)
     SELECT v.job_id, v.attempt, v.seq, v.text, v.pieces, j.org_id, j.created_by
-    FROM v JOIN sa_job j ON j.id = v.job_id AND j.worker_claim = v.claim AND j.attempt = v.attempt
+    FROM v JOIN sa_job j ON j.id = v.job_id AND j.state = 'running' AND j.worker_claim = v.claim AND j.attempt = v.attempt
     ON CONFLICT DO NOTHING
     RETURNING job_id, attempt, seq, text, pieces, org_id, created_by, at, gid
 ), announced AS (

@@ -72,6 +72,7 @@ func (s *Server) routes() []Route {
 		{"GET", "/sa-core/v1/mission/events", Member, API, s.missionEvents},
 		{"GET", "/sa-core/v1/jobs", Operator, API, s.listJobs},
 		{"GET", "/sa-core/v1/jobs/:id", Member, API, s.getJob},
+		{"GET", "/sa-core/v1/jobs/:id/output", Member, API, s.jobOutput},
 		{"POST", "/sa-core/v1/jobs/:id/cancel", Member, API, s.cancelJob},
 		{"POST", "/sa-core/v1/jobs/:id/retry", Member, API, s.retryJob},
 		{"GET", "/sa-core/v1/metrics/queue", Operator, API, s.queueMetrics},
