@@ -15,18 +15,12 @@ type defaultModeler interface {
 }
 
 // attemptModel is the model an attempt called: the provider's word for a success, else the
-// prompt's option, else the provider's default.
+// model asked for or the provider's default.
 func (s *Service) attemptModel(asked string, resp provider.Response, callErr error) string {
 	if callErr == nil && resp.Model != "" {
 		return resp.Model
 	}
-	if asked != "" {
-		return asked
-	}
-	if m, ok := s.cfg.Provider.(defaultModeler); ok {
-		return m.DefaultModel()
-	}
-	return s.cfg.Provider.Name()
+	return s.modelOf(asked)
 }
 
 // recordAttempt writes what an attempt used as soon as its call returns, whatever becomes of

@@ -146,7 +146,7 @@ func relaxedCommit(tx bun.IDB) *db.Batch {
 func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 	return change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
 		set: []clause{is("worker_claim = ?", claim), is("claimed_at = now()"), is("started_at = now()"),
-			is("running_heartbeat_at = now()"), is("finished_at = NULL")},
+			is("running_heartbeat_at = now()"), is("finished_at = NULL"), is("waiting_for = NULL")},
 		where: []clause{is("river_job_id = ?", riverJobID)}}
 }
 
@@ -201,6 +201,9 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	// Finalising must happen even when the worker's context has just been cancelled.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	// What the provider said of its limits reaches every process first: a 429 pauses the
+	// model before anything else happens.
+	s.observeProvider(fctx, s.modelOf(opts.Model), provider.EstimateTokens(prompt.Body), resp, err)
 	s.recordAttempt(fctx, job, opts.Model, resp, err)
 	if out != nil {
 		// The output is stored before the job settles: a chunk is kept only while the job

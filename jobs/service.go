@@ -16,6 +16,7 @@ import (
 
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
+	"asterion/jobs/governor"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 	"asterion/jobs/usage"
@@ -65,6 +66,8 @@ type Config struct {
 	Wait func(backoff time.Duration) time.Duration
 	// Output, when set, stores the live output of every execution as it arrives.
 	Output *output.Writer
+	// Governor, when set, paces provider calls to the account's limits across processes.
+	Governor *governor.Governor
 	// Usage, when set, records what every attempt used and refuses the submits of an org
 	// whose budget is spent.
 	Usage *usage.Meter

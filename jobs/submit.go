@@ -18,6 +18,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/provider"
 )
 
 // Limits of a submitted prompt (CONTRACT.md).
@@ -212,7 +213,8 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 			ParentID: r.ParentID, CausationID: r.ParentID, TruthClass: "authored", StateClass: "open",
 			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
-			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey}
+			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey,
+			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt)}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -276,6 +278,11 @@ type newJob struct {
 	correlation    uuid.UUID
 	supersedes     *uuid.UUID
 	idempotencyKey string
+	// model and tokens ride on the vehicle, so that a worker can ask the provider governor for
+	// a slot before it reads anything: the model asked for ("" for the default) and an
+	// estimate of the prompt's tokens.
+	model  string
+	tokens int
 }
 
 // PromptArgs are the River job arguments: the vehicle carries only the sa_job id (and its
@@ -283,6 +290,10 @@ type newJob struct {
 type PromptArgs struct {
 	JobID    uuid.UUID `json:"job_id"`
 	Priority int       `json:"priority"`
+	// Model is the model the prompt asks for ("" for the provider's default) and Tokens an
+	// estimate of its input tokens, for the provider governor.
+	Model  string `json:"model,omitempty"`
+	Tokens int    `json:"tokens,omitempty"`
 }
 
 // Kind is the River job kind.
@@ -324,9 +335,10 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJ
 
 // vehicle is the River job that carries the job jobID of nj to a worker.
 func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
-	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority}, InsertOpts: &river.InsertOpts{
-		Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
-	}}
+	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens},
+		InsertOpts: &river.InsertOpts{
+			Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
+		}}
 }
 
 // queuedRows are the rows that make a job queued: its registry row (pending) with the first

@@ -9,6 +9,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/provider"
 )
 
 // Retried is the answer to a retry: the new job and its operation.
@@ -38,7 +39,8 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 		}
 		job, handle, err := s.enqueueTx(ctx, tx, nil, newJob{promptID: old.PromptID, priority: old.Priority,
 			maxAttempts: old.MaxAttempts, options: old.ExecutionOptions, orgID: old.OrgID, userID: old.CreatedBy,
-			correlation: prompt.CorrelationID, supersedes: &old.ID})
+			correlation: prompt.CorrelationID, supersedes: &old.ID, model: optionsOf(old).Model,
+			tokens: provider.EstimateTokens(prompt.Body)})
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,10 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	}
 	w.inFlight.Add(1)
 	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
+	// The provider's capacity first: a job that must wait stays queued and spends nothing.
+	if err := w.svc.awaitProviderSlot(ctx, rj.Args); err != nil {
+		return err
+	}
 	// Submits of this process first (intake.go): an accepted job loses nothing by waiting.
 	w.svc.intake.yield(ctx)
 	admitted := w.svc.intake.transaction(ctx, laneClaim)

@@ -8,6 +8,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/governor"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 	jobusage "asterion/jobs/usage"
@@ -26,6 +27,8 @@ type jobsSettings struct {
 	workers     int
 	// prices is the price table of ASTERION_PRICES.
 	prices jobusage.Prices
+	// rpm and tpm are ASTERION_PROVIDER_RPM and ASTERION_PROVIDER_TPM (0: learned).
+	rpm, tpm int
 }
 
 func (c *cli) jobsSettings() (jobsSettings, error) {
@@ -68,6 +71,16 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 			st.workers = n
 		}
 	}
+	for key, dst := range map[string]*int{"ASTERION_PROVIDER_RPM": &st.rpm, "ASTERION_PROVIDER_TPM": &st.tpm} {
+		if v := c.getenv(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Errorf("%s: want a whole number of at least 0 (0: as the provider says), got %q", key, v))
+				continue
+			}
+			*dst = n
+		}
+	}
 	prices, err := jobusage.LoadPrices(c.getenv(jobusage.PricesEnv))
 	if err != nil {
 		errs = append(errs, err)
@@ -89,9 +102,13 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	if err != nil {
 		return nil, err
 	}
+	gov, err := governor.New(governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm})
+	if err != nil {
+		return nil, err
+	}
 	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
-		IntakeYield: st.intakeYield, Output: out, Usage: meter})
+		IntakeYield: st.intakeYield, Output: out, Usage: meter, Governor: gov})
 }
 
 // newRuntime builds a worker pool.

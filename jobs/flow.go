@@ -1,0 +1,123 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"asterion/db"
+	"asterion/jobs/governor"
+	"asterion/jobs/provider"
+)
+
+// What a queued job waits for, recorded on the job as waiting_for.
+const (
+	// WaitingProviderCapacity: the provider's limits (or an operator's pause of its model)
+	// leave no call slot yet.
+	WaitingProviderCapacity = "provider_capacity"
+	// WaitingOrgShare: the job's org already runs its share of the workers.
+	WaitingOrgShare = "org_share"
+	// WaitingOrgPaused: an operator paused the job's org.
+	WaitingOrgPaused = "org_paused"
+)
+
+// pausedModelRecheck is how often a worker looks again at a model an operator paused.
+const pausedModelRecheck = 5 * time.Second
+
+// showWaitAfter is the shortest wait worth saying on the job: a slot a moment away is not.
+const showWaitAfter = 250 * time.Millisecond
+
+// optionsOf reads a job's execution options; unreadable options are the defaults.
+func optionsOf(j db.Job) ExecutionOptions {
+	var o ExecutionOptions
+	_ = json.Unmarshal(j.ExecutionOptions, &o)
+	return o
+}
+
+// modelOf is the model a call asks for: the prompt's, or the provider's default.
+func (s *Service) modelOf(asked string) string {
+	if asked != "" {
+		return asked
+	}
+	if m, ok := s.cfg.Provider.(defaultModeler); ok {
+		return m.DefaultModel()
+	}
+	return s.cfg.Provider.Name()
+}
+
+// awaitProviderSlot asks the governor for a call slot for the job a vehicle carries, before
+// the job is claimed: a slot soon is waited for here, the job still queued; a slot beyond the
+// governor's horizon, or a paused model, gives the vehicle back for later with the job saying
+// why (river.JobSnooze: no attempt spent). nil means the call may start now.
+func (s *Service) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
+	g := s.cfg.Governor
+	if g == nil {
+		return nil
+	}
+	model := s.modelOf(args.Model)
+	grant, err := g.Reserve(ctx, model, args.Tokens)
+	if err != nil {
+		return fmt.Errorf("provider slot for job %s: %w", args.JobID, err)
+	}
+	switch {
+	case grant.Paused:
+		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
+		return river.JobSnooze(pausedModelRecheck)
+	case !grant.Granted:
+		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
+		return river.JobSnooze(grant.Wait)
+	case grant.Wait <= 0:
+		return nil
+	}
+	if grant.Wait >= showWaitAfter {
+		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
+	}
+	t := time.NewTimer(grant.Wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// markWaitingSQL says on a queued job what it waits for; a job no longer queued is left as
+// it is, and a job that already says so is not written again.
+const markWaitingSQL = `UPDATE sa_job SET waiting_for = $2
+WHERE id = $1 AND state = 'queued' AND waiting_for IS DISTINCT FROM $2`
+
+// markWaiting records why a queued job waits. A failure to say so changes nothing of the
+// job's fate, so it is logged, not returned.
+func (s *Service) markWaiting(ctx context.Context, jobID uuid.UUID, why string) {
+	if _, err := s.db.DB.ExecContext(ctx, markWaitingSQL, jobID, why); err != nil && ctx.Err() == nil {
+		s.log.Warn("recording what a job waits for failed", "job_id", jobID, "waiting_for", why, "err", err)
+	}
+}
+
+// observeProvider tells the governor what the provider said of a call: its rate-limit
+// figures, a 429 and its Retry-After, and the tokens used against those reserved.
+func (s *Service) observeProvider(ctx context.Context, model string, reserved int, resp provider.Response, callErr error) {
+	g := s.cfg.Governor
+	if g == nil {
+		return
+	}
+	o := governor.Observation{ReservedTokens: reserved}
+	if callErr == nil {
+		o.Limits = resp.Limits
+		o.UsedTokens = resp.PromptTokens + resp.CompletionTokens
+	} else {
+		perr := provider.Classify(callErr)
+		o.Limits = perr.Limits
+		o.RateLimited = perr.Kind == provider.KindRateLimit
+		o.RetryAfter, o.HasRetryAfter = perr.RetryAfter, perr.HasRetryAfter
+		o.UsedTokens = perr.Partial.PromptTokens + perr.Partial.CompletionTokens
+	}
+	if err := g.Observe(ctx, model, o); err != nil {
+		s.log.Warn("telling the provider governor what a call said failed", "model", model, "err", err)
+	}
+}

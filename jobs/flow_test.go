@@ -1,0 +1,171 @@
+package jobs_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"asterion/jobs"
+	"asterion/jobs/governor"
+	"asterion/jobs/provider"
+)
+
+// timedCalls records when each provider call started.
+type timedCalls struct {
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (tc *timedCalls) add() time.Time {
+	now := time.Now()
+	tc.mu.Lock()
+	tc.starts = append(tc.starts, now)
+	tc.mu.Unlock()
+	return now
+}
+
+func (tc *timedCalls) all() []time.Time {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	out := append([]time.Time(nil), tc.starts...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out
+}
+
+// mostInWindow is the most starts within any window of w.
+func mostInWindow(ts []time.Time, w time.Duration) int {
+	best, j := 0, 0
+	for i := range ts {
+		for ts[i].Sub(ts[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+// withGovernor gives a service a provider governor.
+func withGovernor(t *testing.T, rpm int) func(*jobs.Config) {
+	return func(cfg *jobs.Config) {
+		g, err := governor.New(governor.Config{DB: cfg.DB, RPM: rpm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Governor = g
+	}
+}
+
+// twoProcesses gives e a second service over the same database, both governed, each with a
+// running pool of four workers.
+func twoProcesses(t *testing.T, e *tenv, prov provider.Provider, mods ...func(*jobs.Config)) {
+	other := e.service(prov, mods...)
+	startRuntime(t, e, e.s, 4)
+	startRuntime(t, e, other, 4)
+}
+
+// TestGovernorPacesCallsAcrossProcesses: with a configured limit, two processes together
+// start no more calls in a window than the limit allows, no job spends an attempt on waiting,
+// and a waiting job says what it waits for.
+func TestGovernorPacesCallsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	var calls timedCalls
+	fake := newFake(func(_ context.Context, c call) (provider.Response, error) {
+		calls.add()
+		return okResponse(c), nil
+	})
+	const rpm, n = 600, 60
+	e := newEnv(t, fake, withGovernor(t, rpm))
+	twoProcesses(t, e, fake, withGovernor(t, rpm))
+	ids := make([]jobs.Submitted, n)
+	for i := range ids {
+		ids[i] = e.submit("paced")
+	}
+	waitFor(t, 20*time.Second, "a queued job waiting for provider capacity", func() bool {
+		var k int
+		_ = e.d.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
+			Where("state = 'queued' AND waiting_for = ?", jobs.WaitingProviderCapacity).Scan(context.Background(), &k)
+		return k > 0
+	})
+	for _, s := range ids {
+		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.job(s.JobID).State == "succeeded" })
+		if j := e.job(s.JobID); j.Attempt != 1 || j.WaitingFor != nil {
+			t.Errorf("job %s: attempt %d, waiting_for %v", s.JobID, j.Attempt, j.WaitingFor)
+		}
+	}
+	starts := calls.all()
+	if got, limit := mostInWindow(starts, 5*time.Second), rpm*5/60+2; got > limit {
+		t.Errorf("%d calls started in a 5 s window, the limit allows %d", got, limit)
+	}
+	// 60 calls at 10 a second, two of them at once, take at least 5.8 s.
+	if span := starts[len(starts)-1].Sub(starts[0]); span < 5500*time.Millisecond {
+		t.Errorf("%d calls started within %v: not paced", len(starts), span)
+	}
+}
+
+// TestRateLimitPausesEveryProcess: after a 429 with a Retry-After, neither process calls the
+// model again before it has passed; the limited job retries and succeeds.
+func TestRateLimitPausesEveryProcess(t *testing.T) {
+	t.Parallel()
+	var calls timedCalls
+	limitedAt := make(chan time.Time, 1)
+	fake := newFake(func(_ context.Context, c call) (provider.Response, error) {
+		at := calls.add()
+		if c.n == 1 {
+			limitedAt <- at
+			return provider.Response{}, &provider.Error{Kind: provider.KindRateLimit, StatusCode: 429,
+				RetryAfter: 2 * time.Second, HasRetryAfter: true, Message: "slow down"}
+		}
+		return okResponse(c), nil
+	})
+	e := newEnv(t, fake, withGovernor(t, 0))
+	twoProcesses(t, e, fake, withGovernor(t, 0))
+	first := e.submit("limited first")
+	at := <-limitedAt
+	// Once the job row shows the 429, every process knows of it.
+	waitFor(t, 10*time.Second, "the 429 on the job", func() bool {
+		j := e.job(first.JobID)
+		return j.ErrorKind != nil && *j.ErrorKind == string(provider.KindRateLimit)
+	})
+	more := make([]jobs.Submitted, 5)
+	for i := range more {
+		more[i] = e.submit("after the 429")
+	}
+	for _, s := range append(more, first) {
+		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.job(s.JobID).State == "succeeded" })
+	}
+	for _, s := range calls.all()[1:] {
+		if s.Before(at.Add(2*time.Second - 50*time.Millisecond)) {
+			t.Errorf("a call started %v after the 429, inside its 2 s Retry-After", s.Sub(at))
+		}
+	}
+}
+
+// TestGovernorLearnsTheProvidersLimit: with no configured limit, the limit the provider reports
+// paces every call after the first answer.
+func TestGovernorLearnsTheProvidersLimit(t *testing.T) {
+	t.Parallel()
+	var calls timedCalls
+	fake := newFake(func(_ context.Context, c call) (provider.Response, error) {
+		calls.add()
+		r := okResponse(c)
+		r.Limits = provider.Limits{LimitRequests: 600, HasLimitRequests: true}
+		return r, nil
+	})
+	e := newEnv(t, fake, withGovernor(t, 0))
+	startRuntime(t, e, e.s, 4)
+	first := e.submit("teaches the limit")
+	waitFor(t, 20*time.Second, "the first job", func() bool { return e.job(first.JobID).State == "succeeded" })
+	rest := make([]jobs.Submitted, 30)
+	for i := range rest {
+		rest[i] = e.submit("paced by what was learned")
+	}
+	for _, s := range rest {
+		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.job(s.JobID).State == "succeeded" })
+	}
+	starts := calls.all()[1:]
+	if span := starts[len(starts)-1].Sub(starts[0]); span < 2500*time.Millisecond {
+		t.Errorf("30 calls at a learned 600 a minute started within %v", span)
+	}
+}
