@@ -74,19 +74,6 @@ func writeSSE(ctx context.Context, w *bufio.Writer, name string, comp templ.Comp
 	return writeSSEData(w, name, buf.Bytes())
 }
 
-func writeSSEData(w *bufio.Writer, name string, data []byte) error {
-	if _, err := fmt.Fprintf(w, "event: %s\n", name); err != nil {
-		return err
-	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		w.WriteString("data: ")
-		w.Write(bytes.TrimRight(line, "\r"))
-		w.WriteByte('\n')
-	}
-	_, err := w.WriteString("\n")
-	return err
-}
-
 // eventStatus is the part of an event's payload a row shows as of that event: rendering the
 // state each event reports (rather than the row's state when it is read) shows every step in
 // order, and the last event of a burst leaves the row as it now is.

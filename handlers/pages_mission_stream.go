@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -130,23 +129,13 @@ func (m *missionStreamer) drained(ctx context.Context, w *bufio.Writer) error {
 func (m *missionStreamer) tick(context.Context, *bufio.Writer) error { return nil }
 func (m *missionStreamer) tickEvery() time.Duration                  { return 0 }
 
-// writeMissionEvent renders comp as one "drop" event, one data line per line of HTML, and
-// flushes it.
+// writeMissionEvent renders comp as one "drop" event and flushes it.
 func writeMissionEvent(ctx context.Context, w *bufio.Writer, comp templ.Component) error {
 	var buf bytes.Buffer
 	if err := comp.Render(ctx, &buf); err != nil {
 		return err
 	}
-	html := strings.ReplaceAll(strings.ReplaceAll(buf.String(), "\r\n", "\n"), "\r", "\n")
-	if _, err := w.WriteString("event: " + missionEventName + "\n"); err != nil {
-		return err
-	}
-	for _, line := range strings.Split(html, "\n") {
-		if _, err := w.WriteString("data: " + line + "\n"); err != nil {
-			return err
-		}
-	}
-	if _, err := w.WriteString("\n"); err != nil {
+	if err := writeSSEData(w, missionEventName, buf.Bytes()); err != nil {
 		return err
 	}
 	return w.Flush()

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,36 @@ import (
 
 // SSEHeartbeat is how often a comment line keeps an idle stream open (CONTRACT.md: ≤ 15 s).
 const SSEHeartbeat = 15 * time.Second
+
+// writeSSEData writes one event named name whose data is data. An SSE parser ends a line at
+// CRLF, LF or a lone CR, so each line of data, ended by any of them, goes out as its own data
+// line: no byte of data can end a line early and start a field (an id, an event name) of its
+// own. The client joins the data lines with LF.
+func writeSSEData(w *bufio.Writer, name string, data []byte) error {
+	if strings.ContainsAny(name, "\r\n") {
+		return fmt.Errorf("SSE event name %q holds a line break", name)
+	}
+	w.WriteString("event: ")
+	w.WriteString(name)
+	w.WriteByte('\n')
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		w.WriteString("data: ")
+		if i < 0 {
+			w.Write(data)
+			w.WriteByte('\n')
+			break
+		}
+		w.Write(data[:i])
+		w.WriteByte('\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	_, err := w.WriteString("\n")
+	return err
+}
 
 // parseLastEventID reads a Last-Event-ID: a non-negative decimal integer, else none (0).
 func parseLastEventID(s string) int64 {
