@@ -50,13 +50,16 @@ type Deps struct {
 	// Version is printed by /healthz.
 	Version string
 	RiverUI http.Handler // River's own web UI (riverui.Handler), mounted at /admin/river for admins; nil leaves it out.
+	// Streams bounds the SSE streams; it must be valid (StreamConfig.Validate).
+	Streams StreamConfig
 }
 
 // Server is the HTTP application.
 type Server struct {
-	app  *fiber.App
-	deps Deps
-	log  *slog.Logger
+	app     *fiber.App
+	deps    Deps
+	log     *slog.Logger
+	streams *streamGuard
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -67,7 +70,7 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{deps: deps, log: deps.Logger}
+	s := &Server{deps: deps, log: deps.Logger, streams: newStreamGuard(deps.Streams)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp answers a body over its limit and closes the connection while the client may

@@ -35,6 +35,7 @@ type liveServer struct {
 	IDs  *identity.Service
 	Jobs *jobs.Service
 	Hub  *feed.Hub
+	Srv  *Server
 
 	client      *http.Client
 	serveCancel context.CancelFunc
@@ -69,6 +70,12 @@ func testLogger() *slog.Logger {
 // then drops the database.
 func startLiveServer(t *testing.T) *liveServer {
 	t.Helper()
+	return startLiveServerWith(t, StreamConfig{})
+}
+
+// startLiveServerWith is startLiveServer with the given stream limits.
+func startLiveServerWith(t *testing.T, streams StreamConfig) *liveServer {
+	t.Helper()
 	d := dbtest.New(t)
 	log := testLogger()
 	ids := identity.NewService(d.Bun)
@@ -96,11 +103,11 @@ func startLiveServer(t *testing.T) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
+	srv := New(Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: streams,
 		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }})
 	serveCtx, serveCancel := context.WithCancel(context.Background())
 	f := &liveServer{
-		Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, Hub: hub,
+		Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, Hub: hub, Srv: srv,
 		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
 		serveCancel: serveCancel, serveDone: make(chan error, 1),
 	}
