@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/a-h/templ"
@@ -67,8 +68,23 @@ func (m *missionStreamer) open(ctx context.Context, w *bufio.Writer) error {
 // resync catches up from the change-feed table: what happened between the subscription and
 // the snapshot, or what a lagging subscription dropped.
 func (m *missionStreamer) resync(ctx context.Context, w *bufio.Writer) error {
+	snapped := false
 	for {
 		evs, err := m.s.deps.Jobs.ReplayEvents(ctx, m.last, m.scope, 500)
+		if errors.Is(err, feed.ErrReplayGone) && !snapped {
+			snapped = true
+			// What happened since is no longer in the feed: send the whole field again.
+			m.last = m.s.deps.Hub.Cursor()
+			clear(m.pending)
+			field, err := m.s.missionField(ctx, m.v)
+			if err != nil {
+				return err
+			}
+			if err := writeMissionEvent(ctx, w, views.MissionSnapshot(field, m.csrf)); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			m.s.log.Warn("mission stream replay", "err", err)
 			return err

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS idx_event_org_seq;
+DROP INDEX IF EXISTS idx_event_org_user_seq;

@@ -1,0 +1,8 @@
+-- A reconnecting stream replays the events of its scope after its Last-Event-ID: a member's
+-- own (org and user), an operator's org, an admin's all. Walking the feed's seq index from that
+-- point and filtering by scope reads every other tenant's events too, the whole retained feed
+-- for Last-Event-ID 1. These indexes hold each scope's events in seq order, so a replay reads
+-- only its own. Partial like sa_event_seq_key: an unnumbered event takes no entry until the
+-- sequencer numbers it.
+CREATE INDEX idx_event_org_user_seq ON sa_event (org_id, user_id, seq) WHERE seq IS NOT NULL;
+CREATE INDEX idx_event_org_seq ON sa_event (org_id, seq) WHERE seq IS NOT NULL;
