@@ -226,6 +226,22 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 		requireEnded(t, d, within)
 		f.waitStreams(t, u.ID, 0, 5*time.Second)
 	})
+	t.Run("user disabled", func(t *testing.T) {
+		u := f.user(t, "acme", "disabled", identity.RoleMember)
+		cookie, _, id := f.liveSession(t, "acme", "disabled-too")
+		s := f.openEvents(t, eventsPath, u.Tok)
+		d := f.openEvents(t, "/mission/stream", "", "Cookie", sessionCookie+"="+cookie)
+		f.waitStreams(t, u.ID, 1, 5*time.Second)
+		f.waitStreams(t, id, 1, 5*time.Second)
+		if _, err := f.DB.Bun.ExecContext(context.Background(),
+			`UPDATE users SET disabled_at = now() WHERE id IN (?, ?)`, u.ID, id); err != nil {
+			t.Fatal(err)
+		}
+		requireEnded(t, s, within)
+		requireEnded(t, d, within)
+		f.waitStreams(t, u.ID, 0, 5*time.Second)
+		f.waitStreams(t, id, 0, 5*time.Second)
+	})
 	if n, _ := f.Srv.streams.count(bystander.ID); n != 1 {
 		t.Errorf("the bystander's stream count is %d, want its one stream still open", n)
 	}

@@ -14,7 +14,7 @@ import (
 
 // MissionTextCap is how many characters of a prompt's or a response's text the mission field
 // carries: the field's read, and the page it renders, stay bounded whatever one prompt holds.
-const MissionTextCap = 2000
+const MissionTextCap = 1000
 
 // MissionFieldMax is the most prompts one mission read returns.
 const MissionFieldMax = 200
