@@ -14,6 +14,7 @@ import (
 
 // MissionTextCap is how many characters of a prompt's or a response's text the mission field
 // carries: the field's read, and the page it renders, stay bounded whatever one prompt holds.
+// It must not exceed the 1000 characters sa_entity.body_head keeps of a long body.
 const MissionTextCap = 1000
 
 // MissionFieldMax is the most prompts one mission read returns.
@@ -46,7 +47,6 @@ type missionRow struct {
 	PromptID        uuid.UUID  `bun:"prompt_id"`
 	ParentID        *uuid.UUID `bun:"parent_id"`
 	PromptBody      string     `bun:"prompt_body"`
-	PromptCut       bool       `bun:"prompt_cut"`
 	PromptCreatedAt time.Time  `bun:"prompt_created_at"`
 	PromptOrgID     int64      `bun:"prompt_org_id"`
 	PromptCreatedBy int64      `bun:"prompt_created_by"`
@@ -65,7 +65,6 @@ type missionRow struct {
 	JobUpdatedAt time.Time  `bun:"job_updated_at"`
 
 	ResponseBody      *string    `bun:"response_body"`
-	ResponseCut       *bool      `bun:"response_cut"`
 	ResponseCreatedAt *time.Time `bun:"response_created_at"`
 
 	Superseded json.RawMessage `bun:"superseded"`
@@ -81,17 +80,17 @@ type supersededRow struct {
 
 // missionFieldSQL reads the newest ?5 prompts of org ?0 and user ?1 (every job of a prompt has
 // its prompt's org and creator) walking idx_entity_org_user_created newest first, each with its
-// newest job, that job's response and the superseded jobs of the prompt, texts cut to ?2
-// characters (left() decompresses only the head of a long text). With ?3 true only prompts with
+// newest job, that job's response and the superseded jobs of the prompt, texts cut to ?2 + 1
+// characters (one more than shown, to tell a cut text), read from body_head when the body is
+// longer than that head's 1000, so that no long body is fetched. With ?3 true only prompts with
 // a job updated at or after ?4 count, and with ?6 not null only the prompts in it. The nested
 // loop stops at the limit: the read is the same for a user with 200 prompts or 100,000.
 const missionFieldSQL = `
-SELECT p.id AS prompt_id, p.parent_id, left(p.body, ?2) AS prompt_body,
-    length(left(p.body, ?2 + 1)) > ?2 AS prompt_cut, p.created_at AS prompt_created_at,
+SELECT p.id AS prompt_id, p.parent_id, left(coalesce(p.body_head, p.body), ?2 + 1) AS prompt_body, p.created_at AS prompt_created_at,
     p.org_id AS prompt_org_id, p.created_by AS prompt_created_by,
     j.id AS job_id, j.state, j.priority, j.attempt, j.max_attempts, j.error_kind, j.error_message, j.supersedes,
     j.response_id, j.operation_id, j.created_at AS job_created_at, j.updated_at AS job_updated_at,
-    left(r.body, ?2) AS response_body, length(left(r.body, ?2 + 1)) > ?2 AS response_cut, r.created_at AS response_created_at,
+    left(coalesce(r.body_head, r.body), ?2 + 1) AS response_body, r.created_at AS response_created_at,
     h.superseded
 FROM sa_entity AS p
 JOIN LATERAL (
@@ -136,24 +135,38 @@ func (s *Service) missionRead(ctx context.Context, v Viewer, since *time.Time, i
 	return items, nil
 }
 
+// cutText returns the first MissionTextCap characters of s and whether s had more.
+func cutText(s string) (string, bool) {
+	n := 0
+	for i := range s {
+		if n == MissionTextCap {
+			return s[:i], true
+		}
+		n++
+	}
+	return s, false
+}
+
 func (r missionRow) item() MissionItem {
+	body, cut := cutText(r.PromptBody)
 	it := MissionItem{
-		Prompt: db.Entity{ID: r.PromptID, Kind: "prompt", ParentID: r.ParentID, Body: r.PromptBody, CreatedAt: r.PromptCreatedAt,
+		Prompt: db.Entity{ID: r.PromptID, Kind: "prompt", ParentID: r.ParentID, Body: body, CreatedAt: r.PromptCreatedAt,
 			OrgID: r.PromptOrgID, CreatedBy: r.PromptCreatedBy},
 		Job: db.Job{ID: r.JobID, PromptID: r.PromptID, State: r.State, Priority: r.Priority, Attempt: r.Attempt,
 			MaxAttempts: r.MaxAttempts, ErrorKind: r.ErrorKind, ErrorMessage: r.ErrorMessage, Supersedes: r.Supersedes,
 			ResponseID: r.ResponseID, OperationID: r.OperationID, OrgID: r.PromptOrgID, CreatedBy: r.PromptCreatedBy,
 			CreatedAt: r.JobCreatedAt, UpdatedAt: r.JobUpdatedAt},
 		ChangedAt: r.JobUpdatedAt,
-		TextCut:   r.PromptCut,
+		TextCut:   cut,
 	}
 	if r.ResponseID != nil && r.ResponseBody != nil {
-		it.Response = &db.Entity{ID: *r.ResponseID, Kind: "response", Body: *r.ResponseBody, OrgID: r.PromptOrgID,
+		text, cut := cutText(*r.ResponseBody)
+		it.Response = &db.Entity{ID: *r.ResponseID, Kind: "response", Body: text, OrgID: r.PromptOrgID,
 			CreatedBy: r.PromptCreatedBy}
 		if r.ResponseCreatedAt != nil {
 			it.Response.CreatedAt = *r.ResponseCreatedAt
 		}
-		it.ResponseCut = r.ResponseCut != nil && *r.ResponseCut
+		it.ResponseCut = cut
 	}
 	var sup []supersededRow
 	if len(r.Superseded) > 0 && json.Unmarshal(r.Superseded, &sup) == nil {
