@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
@@ -42,7 +44,19 @@ func (s *Server) missionPageHandler(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return render(c, views.MissionPage(pageFor(c, "Mission", views.NavMission), field))
+	return renderStreamed(c, views.MissionPage(pageFor(c, "Mission", views.NavMission), field))
+}
+
+// renderStreamed writes comp as the body while it renders, instead of holding the whole page
+// in memory until it is sent: a field of 200 long drops is most of a megabyte, once per reload
+// in flight. comp holds plain data read before the handler returns (Fiber reuses c after).
+func renderStreamed(c *fiber.Ctx, comp templ.Component) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	ctx := context.WithoutCancel(c.UserContext())
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		_ = comp.Render(ctx, w)
+	})
+	return nil
 }
 
 // missionDrops is GET /mission/drops?since=: the drops changed at or after since (at most
@@ -66,7 +80,7 @@ func (s *Server) missionDrops(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return render(c, views.MissionDrops(missionDropsOf(items), csrfOf(c)))
+	return renderStreamed(c, views.MissionDrops(missionDropsOf(items), csrfOf(c)))
 }
 
 // missionSubmit is POST /mission/prompts: the compose bar. It answers 202 with the new drop,
