@@ -94,7 +94,9 @@ SELECT p.id AS prompt_id, p.parent_id, left(coalesce(p.body_head, p.body), ?2 + 
     h.superseded
 FROM sa_entity AS p
 JOIN LATERAL (
-    SELECT * FROM sa_job AS x WHERE x.prompt_id = p.id AND x.org_id = p.org_id AND x.created_by = p.created_by
+    SELECT x.id, x.state, x.priority, x.attempt, x.max_attempts, x.error_kind, x.error_message, x.supersedes, x.response_id,
+        x.operation_id, x.created_at, x.updated_at
+    FROM sa_job AS x WHERE x.prompt_id = p.id AND x.org_id = p.org_id AND x.created_by = p.created_by
     ORDER BY x.created_at DESC, x.id DESC LIMIT 1
 ) AS j ON true
 LEFT JOIN sa_entity AS r ON r.id = j.response_id
