@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/a-h/templ"
@@ -69,19 +68,6 @@ func writeSSE(ctx context.Context, w *bufio.Writer, name string, comp templ.Comp
 		return err
 	}
 	return writeSSEData(w, name, buf.Bytes())
-}
-
-func writeSSEData(w *bufio.Writer, name string, data []byte) error {
-	if _, err := fmt.Fprintf(w, "event: %s\n", name); err != nil {
-		return err
-	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		w.WriteString("data: ")
-		w.Write(bytes.TrimRight(line, "\r"))
-		w.WriteByte('\n')
-	}
-	_, err := w.WriteString("\n")
-	return err
 }
 
 // liveList is one dashboard list (operations or jobs) as its stream and its polling fallback

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
@@ -20,8 +22,9 @@ import (
 // missionMaxDrops bounds the field: the newest prompts by created_at.
 const missionMaxDrops = 200
 
-// missionPage is one page of MissionRecent while the field is read whole.
-const missionPage = 500
+// missionCutMark ends a text the field carries only the head of (jobs.MissionTextCap
+// characters); the whole text is in the API's answers.
+const missionCutMark = " …"
 
 // missionViewer is the scope of the mission field: the signed-in user's own prompts, whatever
 // the role (operators see their org's work on the dashboard, not in their field). Every
@@ -41,32 +44,43 @@ func (s *Server) missionPageHandler(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return render(c, views.MissionPage(pageFor(c, "Mission", views.NavMission), field))
+	return renderStreamed(c, views.MissionPage(pageFor(c, "Mission", views.NavMission), field))
 }
 
-// missionDrops is GET /mission/drops?since=: the drops changed at or after since as OOB
+// renderStreamed writes comp as the body while it renders, instead of holding the whole page
+// in memory until it is sent: a field of 200 long drops is most of a megabyte, once per reload
+// in flight. comp holds plain data read before the handler returns (Fiber reuses c after).
+func renderStreamed(c *fiber.Ctx, comp templ.Component) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	ctx := context.WithoutCancel(c.UserContext())
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		_ = comp.Render(ctx, w)
+	})
+	return nil
+}
+
+// missionDrops is GET /mission/drops?since=: the drops changed at or after since (at most
+// missionMaxDrops, the newest prompts among them; the whole field without since) as OOB
 // fragments, for the page's polling fallback (it asks mission/recent first, and fetches these
 // only when something changed).
 func (s *Server) missionDrops(c *fiber.Ctx) error {
-	var since *time.Time
-	if v := c.Query("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
+	v := missionViewer(principalOf(c))
+	var items []jobs.MissionItem
+	var err error
+	if q := c.Query("since"); q != "" {
+		since, perr := time.Parse(time.RFC3339Nano, q)
+		if perr != nil {
 			return fiber.NewError(fiber.StatusUnprocessableEntity, "since must be an RFC 3339 time")
 		}
-		since = &t
+		items, err = s.deps.Jobs.MissionChanged(c.UserContext(), v, since, nil, missionMaxDrops)
+	} else {
+		_, items, err = s.deps.Jobs.MissionField(c.UserContext(), v, missionMaxDrops)
 	}
-	v := missionViewer(principalOf(c))
-	items, _, err := s.missionItems(c.UserContext(), v, since, nil)
-	if err != nil {
-		return err
-	}
-	drops, err := s.missionDropsOf(c.UserContext(), v, items)
 	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return render(c, views.MissionDrops(drops, csrfOf(c)))
+	return renderStreamed(c, views.MissionDrops(missionDropsOf(items), csrfOf(c)))
 }
 
 // missionSubmit is POST /mission/prompts: the compose bar. It answers 202 with the new drop,
@@ -224,59 +238,13 @@ func (s *Server) missionAction(c *fiber.Ctx, act func(context.Context, jobs.View
 	return render(c, views.MissionDrops([]views.MissionDrop{drop}, csrfOf(c)))
 }
 
-// missionField reads the whole field of v: its newest prompts, in threads.
+// missionField reads the field of v: its newest prompts, in threads.
 func (s *Server) missionField(ctx context.Context, v jobs.Viewer) (views.MissionField, error) {
-	items, asOf, err := s.missionItems(ctx, v, nil, nil)
+	asOf, items, err := s.deps.Jobs.MissionField(ctx, v, missionMaxDrops)
 	if err != nil {
 		return views.MissionField{}, err
 	}
-	sort.SliceStable(items, func(i, j int) bool { return items[i].Prompt.CreatedAt.Before(items[j].Prompt.CreatedAt) })
-	if len(items) > missionMaxDrops {
-		items = items[len(items)-missionMaxDrops:]
-	}
-	drops, err := s.missionDropsOf(ctx, v, items)
-	if err != nil {
-		return views.MissionField{}, err
-	}
-	return views.BuildMissionField(drops, asOf), nil
-}
-
-// missionItems pages through MissionRecent from since (everything when nil), one item per
-// prompt (the latest read wins), until the feed is exhausted or, when want is set, every
-// prompt in want was found. It returns the items and the as_of to pass as the next since.
-func (s *Server) missionItems(ctx context.Context, v jobs.Viewer, since *time.Time, want map[uuid.UUID]bool) ([]jobs.MissionItem, time.Time, error) {
-	byPrompt := map[uuid.UUID]jobs.MissionItem{}
-	var order []uuid.UUID
-	var asOf time.Time
-	found := 0
-	for range 1000 {
-		next, items, err := s.deps.Jobs.MissionRecent(ctx, v, since, missionPage)
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("read the mission field: %w", err)
-		}
-		asOf = next
-		for _, it := range items {
-			if _, seen := byPrompt[it.Prompt.ID]; !seen {
-				order = append(order, it.Prompt.ID)
-				if want[it.Prompt.ID] {
-					found++
-				}
-			}
-			byPrompt[it.Prompt.ID] = it
-		}
-		if len(items) < missionPage || (want != nil && found == len(want)) ||
-			(since != nil && !next.After(*since)) {
-			break
-		}
-		since = &next
-	}
-	out := make([]jobs.MissionItem, 0, len(order))
-	for _, id := range order {
-		if want == nil || want[id] {
-			out = append(out, byPrompt[id])
-		}
-	}
-	return out, asOf, nil
+	return views.BuildMissionField(missionDropsOf(items), asOf), nil
 }
 
 // missionDrop reads one drop of v that changed at or after since.
@@ -292,42 +260,28 @@ func (s *Server) missionDrop(ctx context.Context, v jobs.Viewer, promptID uuid.U
 }
 
 // missionDropsByID reads the drops of the prompts in ids that changed at or after since, in
-// prompt created_at order (a parent before its continuations).
+// prompt created_at order (a parent before its continuations), at most missionMaxDrops (the
+// newest prompts among them: the field shows no older ones).
 func (s *Server) missionDropsByID(ctx context.Context, v jobs.Viewer, ids map[uuid.UUID]bool, since time.Time) ([]views.MissionDrop, error) {
+	list := make([]uuid.UUID, 0, len(ids))
+	for id := range ids {
+		list = append(list, id)
+	}
 	// A millisecond of slack: since is compared with the jobs' updated_at, inclusively.
-	from := since.Add(-time.Millisecond)
-	items, _, err := s.missionItems(ctx, v, &from, ids)
+	items, err := s.deps.Jobs.MissionChanged(ctx, v, since.Add(-time.Millisecond), list, missionMaxDrops)
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(items, func(i, j int) bool { return items[i].Prompt.CreatedAt.Before(items[j].Prompt.CreatedAt) })
-	return s.missionDropsOf(ctx, v, items)
+	return missionDropsOf(items), nil
 }
 
-// missionDropsOf turns items into drops (depth unknown) and lists the superseded jobs of
-// prompts that were retried.
-func (s *Server) missionDropsOf(ctx context.Context, v jobs.Viewer, items []jobs.MissionItem) ([]views.MissionDrop, error) {
+// missionDropsOf turns items into drops (depth unknown).
+func missionDropsOf(items []jobs.MissionItem) []views.MissionDrop {
 	drops := make([]views.MissionDrop, len(items))
 	for i, it := range items {
 		drops[i] = missionDropOf(it)
-		if it.Job.Supersedes == nil {
-			continue
-		}
-		d, err := s.deps.Jobs.GetJob(ctx, v, it.Job.ID)
-		if errors.Is(err, jobs.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("history of prompt %s: %w", it.Prompt.ID, err)
-		}
-		for _, h := range d.History {
-			if h.State == string(jobs.StateSuperseded) {
-				drops[i].Superseded = append(drops[i].Superseded, views.MissionAttempt{JobID: h.ID.String(),
-					Attempt: h.Attempt, ErrorKind: missionStr(h.ErrorKind), UpdatedAt: h.UpdatedAt})
-			}
-		}
 	}
-	return drops, nil
+	return drops
 }
 
 func missionDropOf(it jobs.MissionItem) views.MissionDrop {
@@ -335,11 +289,21 @@ func missionDropOf(it jobs.MissionItem) views.MissionDrop {
 	d := views.MissionDrop{PromptID: it.Prompt.ID.String(), Text: it.Prompt.Body, CreatedAt: it.Prompt.CreatedAt,
 		JobID: j.ID.String(), State: j.State, Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		ErrorKind: missionStr(j.ErrorKind), ErrorMessage: missionStr(j.ErrorMessage), UpdatedAt: j.UpdatedAt, Depth: -1}
+	if it.TextCut {
+		d.Text += missionCutMark
+	}
 	if it.Prompt.ParentID != nil {
 		d.ParentID = it.Prompt.ParentID.String()
 	}
 	if it.Response != nil {
 		d.Response = &views.MissionResponse{ID: it.Response.ID.String(), Text: it.Response.Body, CreatedAt: it.Response.CreatedAt}
+		if it.ResponseCut {
+			d.Response.Text += missionCutMark
+		}
+	}
+	for _, h := range it.Superseded {
+		d.Superseded = append(d.Superseded, views.MissionAttempt{JobID: h.ID.String(), Attempt: h.Attempt,
+			ErrorKind: missionStr(h.ErrorKind), UpdatedAt: h.UpdatedAt})
 	}
 	return d
 }

@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
+	"errors"
 	"time"
 
 	"github.com/a-h/templ"
@@ -68,8 +68,23 @@ func (m *missionStreamer) open(ctx context.Context, w *bufio.Writer) error {
 // resync catches up from the change-feed table: what happened between the subscription and
 // the snapshot, or what a lagging subscription dropped.
 func (m *missionStreamer) resync(ctx context.Context, w *bufio.Writer) error {
+	snapped := false
 	for {
 		evs, err := m.s.deps.Jobs.ReplayEvents(ctx, m.last, m.scope, 500)
+		if errors.Is(err, feed.ErrReplayGone) && !snapped {
+			snapped = true
+			// What happened since is no longer in the feed: send the whole field again.
+			m.last = m.s.deps.Hub.Cursor()
+			clear(m.pending)
+			field, err := m.s.missionField(ctx, m.v)
+			if err != nil {
+				return err
+			}
+			if err := writeMissionEvent(ctx, w, views.MissionSnapshot(field, m.csrf)); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			m.s.log.Warn("mission stream replay", "err", err)
 			return err
@@ -130,23 +145,13 @@ func (m *missionStreamer) drained(ctx context.Context, w *bufio.Writer) error {
 func (m *missionStreamer) tick(context.Context, *bufio.Writer) error { return nil }
 func (m *missionStreamer) tickEvery() time.Duration                  { return 0 }
 
-// writeMissionEvent renders comp as one "drop" event, one data line per line of HTML, and
-// flushes it.
+// writeMissionEvent renders comp as one "drop" event and flushes it.
 func writeMissionEvent(ctx context.Context, w *bufio.Writer, comp templ.Component) error {
 	var buf bytes.Buffer
 	if err := comp.Render(ctx, &buf); err != nil {
 		return err
 	}
-	html := strings.ReplaceAll(strings.ReplaceAll(buf.String(), "\r\n", "\n"), "\r", "\n")
-	if _, err := w.WriteString("event: " + missionEventName + "\n"); err != nil {
-		return err
-	}
-	for _, line := range strings.Split(html, "\n") {
-		if _, err := w.WriteString("data: " + line + "\n"); err != nil {
-			return err
-		}
-	}
-	if _, err := w.WriteString("\n"); err != nil {
+	if err := writeSSEData(w, missionEventName, buf.Bytes()); err != nil {
 		return err
 	}
 	return w.Flush()

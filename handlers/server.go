@@ -50,6 +50,8 @@ type Deps struct {
 	// Version is printed by /healthz.
 	Version string
 	RiverUI http.Handler // River's own web UI (riverui.Handler), mounted at /admin/river for admins; nil leaves it out.
+	// Streams bounds the SSE streams; it must be valid (StreamConfig.Validate).
+	Streams StreamConfig
 }
 
 // Server is the HTTP application.
@@ -59,6 +61,8 @@ type Server struct {
 	log  *slog.Logger
 	// dashboard is what the operator dashboard shares across requests and streams.
 	dashboard *dashboardState
+	// streams bounds and guards every SSE stream.
+	streams *streamGuard
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -69,7 +73,7 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps)}
+	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp answers a body over its limit and closes the connection while the client may

@@ -2,7 +2,10 @@ package handlers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -11,11 +14,42 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"asterion/jobs"
 	"asterion/jobs/feed"
 )
 
 // SSEHeartbeat is how often a comment line keeps an idle stream open (CONTRACT.md: ≤ 15 s).
 const SSEHeartbeat = 15 * time.Second
+
+// writeSSEData writes one event named name whose data is data. An SSE parser ends a line at
+// CRLF, LF or a lone CR, so each line of data, ended by any of them, goes out as its own data
+// line: no byte of data can end a line early and start a field (an id, an event name) of its
+// own. The client joins the data lines with LF.
+func writeSSEData(w *bufio.Writer, name string, data []byte) error {
+	if strings.ContainsAny(name, "\r\n") {
+		return fmt.Errorf("SSE event name %q holds a line break", name)
+	}
+	w.WriteString("event: ")
+	w.WriteString(name)
+	w.WriteByte('\n')
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		w.WriteString("data: ")
+		if i < 0 {
+			w.Write(data)
+			w.WriteByte('\n')
+			break
+		}
+		w.Write(data[:i])
+		w.WriteByte('\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	_, err := w.WriteString("\n")
+	return err
+}
 
 // parseLastEventID reads a Last-Event-ID: a non-negative decimal integer, else none (0).
 func parseLastEventID(s string) int64 {
@@ -42,8 +76,40 @@ func (s *Server) missionEvents(c *fiber.Ctx) error {
 	if last == 0 {
 		last = s.deps.Hub.Cursor()
 	}
-	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Jobs, scope: scope, last: last, log: s.log})
+	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Jobs, scope: scope, last: last, log: s.log,
+		snap: s.apiSnapshot(viewerOf(principalOf(c))), cursor: s.deps.Hub.Cursor})
 	return nil
+}
+
+// apiSnapshotJobs is how many of the newest jobs an API stream's snapshot sends.
+const apiSnapshotJobs = 200
+
+// apiSnapshot returns the snapshot a stream of v sends when its Last-Event-ID is older than the
+// retained feed: the current state of v's newest jobs as job.state_changed events without ids,
+// oldest first, after a comment that says why.
+func (s *Server) apiSnapshot(v jobs.Viewer) func(ctx context.Context, w *bufio.Writer) error {
+	return func(ctx context.Context, w *bufio.Writer) error {
+		list, _, err := s.deps.Jobs.ListJobs(ctx, v, jobs.JobFilter{Limit: apiSnapshotJobs})
+		if err != nil {
+			return fmt.Errorf("stream snapshot: %w", err)
+		}
+		if _, err := w.WriteString(": snapshot: the events after Last-Event-ID are no longer retained\n\n"); err != nil {
+			return err
+		}
+		for i := len(list) - 1; i >= 0; i-- {
+			j := list[i]
+			b, err := json.Marshal(jobs.JobEvent{PromptID: j.PromptID, JobID: j.ID, State: j.State, Attempt: j.Attempt,
+				ErrorKind: j.ErrorKind, ResponseID: j.ResponseID, UpdatedAt: j.UpdatedAt, OperationID: j.OperationID,
+				Priority: j.Priority})
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(w, "event: job.state_changed\ndata: %s\n\n", b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // eventReplayer reads numbered change-feed events back from the table.
@@ -58,6 +124,10 @@ type apiStreamer struct {
 	scope    feed.Scope
 	last     int64
 	log      *slog.Logger
+	// snap writes a fresh snapshot, for a last event older than the retained feed.
+	snap func(ctx context.Context, w *bufio.Writer) error
+	// cursor is the feed's high mark as this process knows it (the hub's).
+	cursor func() int64
 }
 
 func (a *apiStreamer) open(ctx context.Context, w *bufio.Writer) error {
@@ -68,9 +138,25 @@ func (a *apiStreamer) open(ctx context.Context, w *bufio.Writer) error {
 }
 
 // resync replays what came after the last event sent; live events at or below it are skipped.
+// When the feed no longer holds what came after it, a snapshot replaces the replay, and the
+// stream goes on from the high mark read before it (sending its id, so that a reconnect asks
+// for what followed the snapshot).
 func (a *apiStreamer) resync(ctx context.Context, w *bufio.Writer) error {
+	snapped := false
 	for {
 		evs, err := a.replayer.ReplayEvents(ctx, a.last, a.scope, 500)
+		if errors.Is(err, feed.ErrReplayGone) && a.snap != nil && a.cursor != nil && !snapped {
+			snapped = true
+			mark := a.cursor()
+			if err := a.snap(ctx, w); err != nil {
+				return err
+			}
+			a.last = mark
+			if _, err := fmt.Fprintf(w, "id: %d\n\n", mark); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			a.log.Warn("replay events", "err", err)
 			return err

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -35,19 +36,43 @@ type streamer interface {
 // the body writer starts (Fiber reuses c once the handler returns), subscribes before open (so
 // nothing that changes meanwhile is lost; something sent twice is harmless), keeps an idle
 // connection open with a comment every SSEHeartbeat, and ends on a failed write or flush (the
-// client left) or server shutdown.
+// client left), a reader that stopped reading for the write timeout, a credential that no
+// longer admits the user (looked up again every RecheckEvery), a panic in the writer, or
+// server shutdown. A user already holding the most streams allowed gets 429 instead.
 func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
+	g := s.streams
+	user := principalOf(c).UserID
+	if !g.acquire(user) {
+		c.Set(fiber.HeaderRetryAfter, "10")
+		_ = problem(c, fiber.StatusTooManyRequests,
+			fmt.Sprintf("you have %d live streams open, the most allowed; close one (another tab or window) and try again", g.cfg.MaxPerUser))
+		return
+	}
+	recheck := s.streamCredential(c)
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set(fiber.HeaderConnection, "keep-alive")
 	c.Set("X-Accel-Buffering", "no")
 	done := c.Context().Done()
+	conn := c.Context().Conn()
 	hub, log := s.deps.Hub, s.log
 	sub := hub.Subscribe(scope, streamBuffer)
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	c.Context().SetBodyStreamWriter(func(raw *bufio.Writer) {
+		dw := &deadlineWriter{w: raw, conn: conn, timeout: g.cfg.WriteTimeout}
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("panic in event stream", "user_id", user, "panic", fmt.Sprint(r))
+			}
+		}()
+		defer g.release(user)
+		defer dw.clear()
+		defer func() { sub.Close() }()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		defer func() { sub.Close() }()
+		if hook := g.writerHook.Load(); hook != nil {
+			(*hook)()
+		}
+		w := bufio.NewWriter(dw)
 		if err := st.open(ctx, w); err != nil {
 			log.Debug("event stream open", "err", err)
 			return
@@ -55,8 +80,14 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 		if err := w.Flush(); err != nil {
 			return
 		}
-		heartbeat := time.NewTicker(SSEHeartbeat)
+		heartbeat := time.NewTicker(g.cfg.heartbeat)
 		defer heartbeat.Stop()
+		var recheckC <-chan time.Time
+		if recheck != nil {
+			t := time.NewTicker(g.cfg.RecheckEvery)
+			defer t.Stop()
+			recheckC = t.C
+		}
 		var tickC <-chan time.Time
 		if every := st.tickEvery(); every > 0 {
 			tick := time.NewTicker(every)
@@ -70,6 +101,17 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 				return
 			case <-heartbeat.C:
 				_, err = w.WriteString(": ping\n\n")
+			case <-recheckC:
+				rctx, rcancel := context.WithTimeout(ctx, streamRecheckTimeout)
+				err = recheck(rctx)
+				rcancel()
+				if err != nil {
+					// Fail closed: a lookup that cannot be made ends the stream too; the
+					// client reconnects through the authorize middleware.
+					log.Info("event stream ended by its credential", "user_id", user, "err", err)
+					return
+				}
+				continue
 			case <-tickC:
 				err = st.tick(ctx, w)
 			case e, ok := <-sub.C:

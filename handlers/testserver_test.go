@@ -66,6 +66,8 @@ type liveServerConfig struct {
 	Deps func(d *dbtest.DB, deps *Deps)
 	// Jobs changes the jobs service's configuration before it is built.
 	Jobs func(cfg *jobs.Config)
+	// Streams are the server's stream limits.
+	Streams StreamConfig
 }
 
 // liveUser is a user with an API token.
@@ -123,7 +125,7 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
+	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams,
 		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}
 	if cfg.Deps != nil {
 		cfg.Deps(d, &deps)

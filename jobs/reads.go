@@ -118,6 +118,10 @@ type MissionItem struct {
 	Job       db.Job
 	Response  *db.Entity
 	ChangedAt time.Time
+	// Superseded are the prompt's jobs that retries replaced, oldest first, and TextCut and
+	// ResponseCut report a text cut to MissionTextCap (MissionField and MissionChanged only).
+	Superseded           []db.Job
+	TextCut, ResponseCut bool
 }
 
 // MissionRecent returns the viewer's prompts whose prompt, job or response changed at or after
@@ -132,12 +136,9 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	var asOf time.Time
-	if err := s.db.QueryRowContext(ctx, `SELECT LEAST(clock_timestamp(), COALESCE((
-		SELECT min(xact_start) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
-		  AND backend_type = 'client backend'), 'infinity'))`).Scan(&asOf); err != nil {
-		return time.Time{}, nil, fmt.Errorf("read change watermark: %w", err)
+	asOf, err := s.changeWatermark(ctx)
+	if err != nil {
+		return time.Time{}, nil, err
 	}
 	if since != nil && asOf.Before(*since) {
 		// Never hand back an earlier mark than the one given: chaining stays monotonic.

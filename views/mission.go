@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+	"unicode"
 )
 
 // MissionMaxDepth is the deepest indentation a drop gets in its thread; deeper continuations
@@ -213,12 +213,25 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // excerpt shortens text to n runes on one line.
 func excerpt(text string, n int) string {
-	s := strings.Join(strings.Fields(text), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
+	// The text with its whitespace runs collapsed to single spaces and trimmed, read only as
+	// far as its first n+1 runes: a drop's text may be long, and the field shows many.
+	out := make([]rune, 0, n+1)
+	space := false
+	for _, r := range text {
+		if unicode.IsSpace(r) {
+			space = len(out) > 0
+			continue
+		}
+		if space {
+			out = append(out, ' ')
+			space = false
+		}
+		out = append(out, r)
+		if len(out) > n {
+			return strings.TrimSpace(string(out[:n-1])) + "…"
+		}
 	}
-	r := []rune(s)
-	return strings.TrimSpace(string(r[:n-1])) + "…"
+	return string(out)
 }
 
 // depthAttr is the data-depth of a drop (CSS indents by it), capped at MissionMaxDepth.

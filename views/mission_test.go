@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func missionDrop(id, parent string, at time.Time, state string) MissionDrop {
@@ -175,4 +176,28 @@ func TestMissionExcerpt(t *testing.T) {
 			t.Errorf("priorityLabel(%d) = %s", p, got)
 		}
 	}
+}
+
+// excerptReference is excerpt's definition: the whitespace-collapsed text, cut to n runes.
+func excerptReference(text string, n int) string {
+	s := strings.Join(strings.Fields(text), " ")
+	if r := []rune(s); len(r) > n {
+		return strings.TrimSpace(string(r[:n-1])) + "…"
+	}
+	return s
+}
+
+func FuzzExcerptMatchesItsDefinition(f *testing.F) {
+	for _, s := range []string{"", " ", "a b", "  a\n b  ", strings.Repeat("é ", 40), "abcdefghij k", "abcdefghi  j"} {
+		f.Add(s, 10)
+	}
+	f.Fuzz(func(t *testing.T, text string, n int) {
+		// Texts are valid UTF-8 (submit refuses anything else).
+		if n < 1 || n > 200 || !utf8.ValidString(text) {
+			return
+		}
+		if got, want := excerpt(text, n), excerptReference(text, n); got != want {
+			t.Errorf("excerpt(%q, %d) = %q, want %q", text, n, got, want)
+		}
+	})
 }

@@ -62,7 +62,7 @@ type config struct {
 	pageSizes, growthSizes          string
 }
 
-const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages"
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission"
 
 // benchPassword is the password of the bench servers' first admin.
 const benchPassword = "bench-password-1"

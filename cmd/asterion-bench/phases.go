@@ -9,8 +9,8 @@ import (
 )
 
 // asterionOnly runs the phases that have no baseline counterpart: live streams, dashboards, a
-// standing backlog, and pages as the database grows. They run after the load phases, pages
-// last, since it leaves a million-row database behind.
+// standing backlog, pages as the database grows, and the mission page of a long history. They
+// run after the load phases, pages and mission last, since they leave a large database behind.
 type asterionOnly struct {
 	cfg         config
 	api         *apiClient
@@ -65,6 +65,15 @@ func (a asterionOnly) run(ctx context.Context, s *side) error {
 		}
 		s.Pages = &r
 		show("pages", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "mission") {
+		a.probe.drain(ctx)
+		r, err := runMission(ctx, a.api, a.cfg.bin, a.dbURL, a.pid)
+		if err != nil {
+			return fmt.Errorf("mission phase: %w", err)
+		}
+		s.Mission = &r
+		show("mission", r)
 	}
 	return nil
 }

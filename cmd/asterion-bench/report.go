@@ -21,6 +21,7 @@ type side struct {
 	Dashboards *dashboardsResult `json:"dashboards,omitempty"`
 	Pages      *pagesResult      `json:"pages,omitempty"`
 	Growth     *growthResult     `json:"growth,omitempty"`
+	Mission    *missionResult    `json:"mission,omitempty"`
 }
 
 type report struct {

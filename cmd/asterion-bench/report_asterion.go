@@ -85,6 +85,9 @@ func asterionRows(a side, row func(fig, av, bv, rt, target, how string)) {
 				joinEach(len(p.Sizes), func(i int) string { return fmt.Sprintf("%.1f", at(i).P95ms) })+" ms", "≤ 50 ms at 1M", how)
 		}
 	}
+	if m := a.Mission; m != nil {
+		missionRows(m, only)
+	}
 	if g := a.Growth; g != nil && len(g.Steps) > 0 {
 		n := len(g.Steps)
 		sizes := joinEach(n, func(i int) string { return sizeLabel(g.Steps[i].Size) })

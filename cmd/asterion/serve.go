@@ -47,7 +47,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	_, _, verr := cm.validate(c.getenv)
 	st, serr := c.jobsSettings()
 	idCfg, ierr := c.identityConfig()
-	if err := errors.Join(verr, serr, ierr, validateAddr(*addr)); err != nil {
+	streams, sterr := c.streamConfig()
+	if err := errors.Join(verr, serr, ierr, sterr, validateAddr(*addr)); err != nil {
 		return err
 	}
 	if *workers == 0 {
@@ -139,6 +140,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		Logger:   log,
 		Registry: reg,
 		Version:  version,
+		Streams:  streams,
 		// Behind a TLS-terminating proxy the browser talks HTTPS: mark cookies Secure.
 		SecureCookies: c.getenv("ASTERION_SECURE_COOKIES") == "true",
 		Ready: func(ctx context.Context) error {

@@ -8,7 +8,9 @@ package feed
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"asterion/db"
 )
@@ -158,14 +161,32 @@ func (s Scope) Allows(e Event) bool {
 	return true
 }
 
-// Replay returns numbered events after seq inside scope, oldest first, at most limit.
+// ErrReplayGone reports a replay from a point the retained feed no longer reaches back to (or
+// past its end): some events after it were pruned, so the reader starts from a snapshot.
+var ErrReplayGone = errors.New("the events after this point are no longer retained")
+
+// Replay returns numbered events after seq inside scope, oldest first, at most limit, or
+// ErrReplayGone when some event after seq is no longer kept. A scoped replay walks the event
+// index of its org (and user), idx_event_org_seq or idx_event_org_user_seq, from seq on, and
+// stops at limit; it never walks the feed's seq order filtering out other tenants' events.
+// The org is compared as "= ANY" of a one-element array on purpose: a plain equality makes
+// the planner treat org_id as a constant, so that seq order alone satisfies the ORDER BY and
+// sa_event_seq_key, filtered, looks as good as the scope index whenever the statistics make
+// the scope look common (and a scope whose events are all recent then walks the whole feed).
+// As an array comparison the ORDER BY needs org_id first, which only the scope indexes give.
 func Replay(ctx context.Context, bunDB bun.IDB, after int64, scope Scope, limit int) ([]Event, error) {
-	q := bunDB.NewSelect().Model((*db.Event)(nil)).Where("seq > ?", after).OrderExpr("seq").Limit(limit)
-	if !scope.AllOrgs {
-		q = q.Where("org_id = ?", scope.OrgID)
+	if err := checkRetained(ctx, bunDB, after); err != nil {
+		return nil, err
 	}
-	if scope.UserID != 0 {
-		q = q.Where("user_id = ?", scope.UserID)
+	q := bunDB.NewSelect().Model((*db.Event)(nil)).Where("seq > ?", after).Limit(limit)
+	switch {
+	case scope.AllOrgs:
+		q = q.OrderExpr("seq")
+	case scope.UserID != 0:
+		q = q.Where("org_id = ANY (?)", pgdialect.Array([]int64{scope.OrgID})).Where("user_id = ?", scope.UserID).
+			OrderExpr("org_id, user_id, seq")
+	default:
+		q = q.Where("org_id = ANY (?)", pgdialect.Array([]int64{scope.OrgID})).OrderExpr("org_id, seq")
 	}
 	if len(scope.Topics) > 0 {
 		q = q.Where("topic IN (?)", bun.In(scope.Topics))
@@ -179,6 +200,22 @@ func Replay(ctx context.Context, bunDB bun.IDB, after int64, scope Scope, limit 
 		out[i] = fromRow(r)
 	}
 	return out, nil
+}
+
+// checkRetained returns ErrReplayGone unless every event numbered after seq is still kept:
+// numbers are given without gaps, so that holds when the oldest kept event is at most seq+1
+// (or, none being kept, when none was numbered after seq).
+func checkRetained(ctx context.Context, bunDB bun.IDB, after int64) error {
+	var oldest sql.NullInt64
+	var last int64
+	if err := bunDB.QueryRowContext(ctx, `SELECT (SELECT min(seq) FROM sa_event WHERE seq IS NOT NULL),
+		(SELECT last_seq FROM sa_event_cursor WHERE id = 1)`).Scan(&oldest, &last); err != nil {
+		return fmt.Errorf("read the retained feed's bounds: %w", err)
+	}
+	if after > last || (oldest.Valid && after+1 < oldest.Int64) || (!oldest.Valid && after < last) {
+		return fmt.Errorf("replay after %d (kept: %d..%d): %w", after, oldest.Int64, last, ErrReplayGone)
+	}
+	return nil
 }
 
 // HighMark returns the highest event number given so far.
