@@ -17,6 +17,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/registry"
 )
 
 // flow.chain: ordered prompt steps, where a step may include the previous step's response.
@@ -30,8 +31,8 @@ import (
 // digest is written on the registry rows (the step's operation and the chain's). The steps'
 // texts are nowhere else until they are submitted: sa_chain_step has states and ids only.
 //
-// Resumption. When the awaited operation settles, afterOperationChange (chain_hooks.go) takes
-// the continuation in the same transaction and calls resumeChain:
+// Resumption. When the awaited operation settles, the registry (registry.Settle) takes
+// the continuation in the same transaction and hands it to the chain owner's Resume:
 //
 //	completed, not the last step → the next step is submitted (its text, then, when it has
 //	                               include_previous, "\n\nPrevious response:\n" and the previous
@@ -287,7 +288,7 @@ func (s *Service) SubmitChain(ctx context.Context, req ChainRequest) (ChainAccep
 		if err != nil {
 			return fmt.Errorf("build chain handle: %w", err)
 		}
-		op, err := s.recordAccepted(ctx, tx, nil, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
+		op, err := s.reg.RecordAccepted(ctx, tx, nil, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
 		if err != nil {
 			return err
 		}
@@ -308,7 +309,7 @@ func (s *Service) SubmitChain(ctx context.Context, req ChainRequest) (ChainAccep
 		if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
 			return fmt.Errorf("insert chain steps: %w", err)
 		}
-		if err := publishOperation(ctx, tx, op); err != nil {
+		if err := registry.Publish(ctx, tx, op); err != nil {
 			return err
 		}
 		if err := audit(ctx, tx, ch.OrgID, &req.Viewer.UserID, fmt.Sprintf("user:%d", req.Viewer.UserID), "chain.accepted",
@@ -372,7 +373,7 @@ func (s *Service) acceptedChain(ctx context.Context, idb bun.IDB, chainID uuid.U
 		out.Rejected, out.Status = true, doc
 		return out, err
 	}
-	out.Operation = handleOf(op)
+	out.Operation = registry.HandleOf(op)
 	out.Operation.Status = deferred.StatusRunning
 	return out, nil
 }
@@ -405,7 +406,7 @@ func (s *Service) suspendChainOnStep(ctx context.Context, tx bun.Tx, ch *Chain, 
 	if err != nil {
 		return fmt.Errorf("encode continuation of chain %s: %w", ch.ID, err)
 	}
-	if _, err := suspendOn(ctx, tx, h.OperationID, OwnerChainRuntime, data, ch.OperationID); err != nil {
+	if _, err := registry.Suspend(ctx, tx, h.OperationID, OwnerChainRuntime, data, ch.OperationID); err != nil {
 		return err
 	}
 	if _, err := tx.NewUpdate().Model((*ChainStepRow)(nil)).Set("state = 'suspended'").Set("prompt_id = ?", promptID).
@@ -435,8 +436,13 @@ func withPrevious(text, previous string) string {
 	return text + previousHeader + previous
 }
 
-// resumeChain continues a chain whose awaited step operation has settled (see the file
-// comment). It runs in the transaction that recorded the settlement.
+// Resume continues a chain whose awaited step operation has settled (see the file comment).
+// It runs in the transaction that recorded the settlement.
+func (o chainOwner) Resume(ctx context.Context, tx bun.Tx, awaited db.Operation, data []byte) error {
+	return o.s.resumeChain(ctx, tx, awaited, data)
+}
+
+// resumeChain continues a chain whose awaited step operation has just settled.
 func (s *Service) resumeChain(ctx context.Context, tx bun.Tx, awaited db.Operation, data []byte) error {
 	var cont chainContinuation
 	if err := json.Unmarshal(data, &cont); err != nil {
@@ -490,7 +496,7 @@ func (s *Service) resumeChain(ctx context.Context, tx bun.Tx, awaited db.Operati
 			Set("finished_at = now()").Where("id = ?", ch.ID).Exec(ctx); err != nil {
 			return fmt.Errorf("complete chain %s: %w", ch.ID, err)
 		}
-		_, err = s.recordStatus(ctx, tx, ch.OperationID, Report{Status: deferred.StatusCompleted, Result: result})
+		_, err = s.reg.Record(ctx, tx, ch.OperationID, Report{Status: deferred.StatusCompleted, Result: result})
 		return err
 	}
 	var prev db.Entity
@@ -520,7 +526,7 @@ func (s *Service) failChainTx(ctx context.Context, tx bun.Tx, ch *Chain, diag Ch
 		Where("id = ?", ch.OperationID).Exec(ctx); err != nil {
 		return fmt.Errorf("record diagnostics digest of chain %s: %w", ch.ID, err)
 	}
-	_, err = s.recordStatus(ctx, tx, ch.OperationID, Report{Status: deferred.StatusFailed, ErrorKind: truncate(kind, 32),
+	_, err = s.reg.Record(ctx, tx, ch.OperationID, Report{Status: deferred.StatusFailed, ErrorKind: truncate(kind, 32),
 		ErrorMessage: diag.Message})
 	return err
 }
@@ -553,7 +559,7 @@ type ChainStepView struct {
 func (s *Service) GetChain(ctx context.Context, v Viewer, id uuid.UUID) (ChainDetail, error) {
 	var d ChainDetail
 	err := s.db.NewSelect().Model(&d.Chain).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(d.Chain.OrgID, d.Chain.CreatedBy)) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(d.Chain.OrgID, d.Chain.CreatedBy)) {
 		return ChainDetail{}, fmt.Errorf("chain %s: %w", id, ErrNotFound)
 	}
 	if err != nil {

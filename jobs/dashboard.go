@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,16 +19,7 @@ import (
 // the Viewer may see.
 
 // OperationKinds returns the operation kinds that have a registered owner, sorted.
-func (s *Service) OperationKinds() []string {
-	s.ownersMu.RLock()
-	defer s.ownersMu.RUnlock()
-	out := make([]string, 0, len(s.owners))
-	for k := range s.owners {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *Service) OperationKinds() []string { return s.reg.Kinds() }
 
 // OrgName is an org's id and name.
 type OrgName struct {
@@ -78,7 +68,7 @@ func (s *Service) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) 
 		return out, nil
 	}
 	var rows []db.Operation
-	if err := v.opWhere(s.db.NewSelect().Model(&rows)).Where("operation.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := v.Where(s.db.NewSelect().Model(&rows), "operation").Where("operation.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load operations: %w", err)
 	}
 	for _, r := range rows {
@@ -94,7 +84,7 @@ func (s *Service) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[u
 		return out, nil
 	}
 	var rows []db.Job
-	if err := v.where(s.db.NewSelect().Model(&rows), "job").Where("job.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := v.Where(s.db.NewSelect().Model(&rows), "job").Where("job.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
 	}
 	for _, r := range rows {
@@ -107,7 +97,7 @@ func (s *Service) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[u
 // with this id, or ErrNotFound.
 func (s *Service) FindJob(ctx context.Context, v Viewer, id uuid.UUID) (db.Job, error) {
 	var job db.Job
-	err := v.where(s.db.NewSelect().Model(&job), "job").Where("(job.id = ? OR job.prompt_id = ?)", id, id).
+	err := v.Where(s.db.NewSelect().Model(&job), "job").Where("(job.id = ? OR job.prompt_id = ?)", id, id).
 		OrderExpr("(job.id = ?) DESC, job.created_at DESC, job.id DESC", id).Limit(1).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return db.Job{}, fmt.Errorf("job or prompt %s: %w", id, ErrNotFound)
@@ -129,7 +119,7 @@ func (s *Service) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states 
 	for i, st := range states {
 		names[i] = string(st)
 	}
-	q := v.where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.id"), "job").Where("job.state IN (?)", bun.In(names))
+	q := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.id"), "job").Where("job.state IN (?)", bun.In(names))
 	if f.State != "" {
 		q = q.Where("job.state = ?", f.State)
 	}
@@ -296,7 +286,7 @@ const backlogCap = 100000
 // QueueBacklog counts queued jobs that are due, and those due for longer than grace (past
 // due: no worker took them although they could run).
 func (s *Service) QueueBacklog(ctx context.Context, v Viewer, grace time.Duration) (Backlog, error) {
-	sub := v.where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.scheduled_at"), "job").
+	sub := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.scheduled_at"), "job").
 		Where("job.state = ?", StateQueued).Where("job.scheduled_at <= now()").Limit(backlogCap)
 	var row struct {
 		Due     int64      `bun:"due"`

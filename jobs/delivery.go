@@ -17,6 +17,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/registry"
 )
 
 // artifact.delivery: a succeeded prompt response is delivered to its org's webhook.
@@ -211,7 +212,7 @@ type DeliveryDetail struct {
 func (s *Service) DeliveryOf(ctx context.Context, v Viewer, operationID uuid.UUID) (DeliveryDetail, error) {
 	var d DeliveryDetail
 	err := s.db.NewSelect().Model(&d.Delivery).Where("operation_id = ?", operationID).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(d.Delivery.OrgID, d.Delivery.CreatedBy)) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(d.Delivery.OrgID, d.Delivery.CreatedBy)) {
 		return DeliveryDetail{}, fmt.Errorf("delivery of operation %s: %w", operationID, ErrNotFound)
 	}
 	if err != nil {
@@ -238,11 +239,20 @@ func deliveryInsertOpts() *river.InsertOpts {
 	return &river.InsertOpts{Queue: QueueDeliveries, MaxAttempts: vehicleMaxAttempts}
 }
 
+// acceptDelivery is the delivery runtime's subscription to settled operations: a completed
+// prompt.execute operation is delivered when its org has a webhook URL.
+func (s *Service) acceptDelivery(ctx context.Context, tx bun.Tx, settled registry.Settled) error {
+	if settled.Op.Kind != KindPromptExecute || settled.Op.Status != string(deferred.StatusCompleted) {
+		return nil
+	}
+	return s.acceptDeliveryTx(ctx, tx, settled.Batch, settled.Op)
+}
+
 // acceptDeliveryTx accepts the delivery of a completed prompt operation when its org has a
 // webhook URL; it runs in the transaction that records the completion, its writes going
 // through b (nil: at once). The org's webhook and the clock come from the registry lock when
 // it read them.
-func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, promptOp db.Operation) error {
+func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, promptOp registry.Locked) error {
 	webhook := promptOp.OrgWebhookURL
 	if !promptOp.OrgWebhookRead {
 		var org db.Org
@@ -282,7 +292,7 @@ func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, 
 		return err
 	}
 	w := writesTo(tx, b)
-	op, err := s.recordAccepted(ctx, tx, w.b, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
+	op, err := s.reg.RecordAccepted(ctx, tx, w.b, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
 	if err != nil {
 		return err
 	}
@@ -297,7 +307,7 @@ func (s *Service) acceptDeliveryTx(ctx context.Context, tx bun.Tx, b *db.Batch, 
 	if err := w.add(tx.NewInsert().Model(&d)); err != nil {
 		return fmt.Errorf("insert delivery %s: %w", d.ID, err)
 	}
-	ev, err := operationEvent(tx, op)
+	ev, err := registry.OperationEvent(tx, op)
 	if err != nil {
 		return err
 	}

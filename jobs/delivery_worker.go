@@ -105,7 +105,7 @@ func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID in
 		if err != nil {
 			return err
 		}
-		// Lock order everywhere: the ledger row, then the registry row (recordStatus), the order
+		// Lock order everywhere: the ledger row, then the registry row (registry.Record), the order
 		// of the registry's own cancel and poll paths (work first, then registry).
 		var op db.Operation
 		if err := tx.NewSelect().Model(&op).Where("id = ?", opID).Scan(ctx); err != nil {
@@ -192,7 +192,7 @@ func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID in
 			Exec(ctx); err != nil {
 			return fmt.Errorf("record attempt %d: %w", d.Attempts, err)
 		}
-		if _, err := s.recordStatus(ctx, tx, op.ID, Report{Status: deferred.StatusRunning,
+		if _, err := s.reg.Record(ctx, tx, op.ID, Report{Status: deferred.StatusRunning,
 			CancelUnavailable: DeliveryInFlightReason}); err != nil {
 			return err
 		}
@@ -331,7 +331,7 @@ func (s *Service) settleDeliveryTx(ctx context.Context, tx bun.Tx, d *Delivery, 
 	if err := q.Returning("*").Scan(ctx, d); err != nil {
 		return fmt.Errorf("record delivery %s %s: %w", d.ID, state, err)
 	}
-	if _, err := s.recordStatus(ctx, tx, d.OperationID, deliveryReport(*d)); err != nil {
+	if _, err := s.reg.Record(ctx, tx, d.OperationID, deliveryReport(*d)); err != nil {
 		return err
 	}
 	if state != DeliveryRetryable {

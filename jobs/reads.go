@@ -26,7 +26,7 @@ type JobDetail struct {
 func (s *Service) GetJob(ctx context.Context, v Viewer, id uuid.UUID) (JobDetail, error) {
 	var job db.Job
 	err := s.db.NewSelect().Model(&job).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(job.OrgID, job.CreatedBy)) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(job.OrgID, job.CreatedBy)) {
 		return JobDetail{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *Service) ListJobs(ctx context.Context, v Viewer, f JobFilter) ([]db.Job
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 100
 	}
-	q := v.where(s.db.NewSelect().Model((*db.Job)(nil)), "job")
+	q := v.Where(s.db.NewSelect().Model((*db.Job)(nil)), "job")
 	if f.State != "" {
 		q = q.Where("job.state = ?", f.State)
 	}
@@ -143,7 +143,7 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		// Never hand back an earlier mark than the one given: chaining stays monotonic.
 		asOf = *since
 	}
-	q := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j")
+	q := v.Where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j")
 	if since != nil {
 		q = q.Where("j.updated_at >= ?", *since)
 	}
@@ -158,7 +158,7 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		// was not visible now changed at or after the watermark, later than that.
 		last := changed[n-1]
 		var ties []promptChange
-		tq := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j").
+		tq := v.Where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j").
 			Where("j.updated_at >= ?", last.ChangedAt).Where("j.prompt_id > ?", last.PromptID).
 			GroupExpr("j.prompt_id").Having("max(j.updated_at) = ?", last.ChangedAt).OrderExpr("j.prompt_id")
 		if err := tq.Scan(ctx, &ties); err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -15,30 +14,25 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/deferred"
-	"asterion/jobs/feed"
 	"asterion/jobs/provider"
+	"asterion/jobs/registry"
 )
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on; they are the registry's, so one errors.Is serves both.
 var (
 	// ErrNotFound means no such job or prompt in the caller's view (another org's id included).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = registry.ErrNotFound
 	// ErrConflict means the job's state does not allow the action (cancel a terminal job,
 	// retry a running one).
-	ErrConflict = errors.New("conflict with the job's state")
+	ErrConflict = registry.ErrConflict
 	// ErrIdempotencyConflict means an Idempotency-Key was reused with a different body.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 	// ErrInvalid wraps a ValidationError.
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid = registry.ErrInvalid
 )
 
 // ValidationError names each field that broke a rule.
-type ValidationError struct{ Fields map[string]string }
-
-func (e *ValidationError) Error() string { return fmt.Sprintf("invalid request: %v", e.Fields) }
-
-// Unwrap lets errors.Is(err, ErrInvalid) match.
-func (e *ValidationError) Unwrap() error { return ErrInvalid }
+type ValidationError = registry.ValidationError
 
 // Config configures the Service.
 type Config struct {
@@ -81,9 +75,9 @@ type Service struct {
 	// NotifyCommits).
 	committed func()
 
-	ownersMu sync.RWMutex
-	owners   map[string]Owner
-	stats    PollerStats
+	// reg is the registry of deferred operations; prompt.execute, artifact.delivery and
+	// flow.chain register with it.
+	reg *registry.Registry
 
 	// intake puts this process's submits before its workers' job starts.
 	intake *intake
@@ -136,12 +130,18 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{},
+	reg, err := registry.New(registry.Config{DB: cfg.DB, Logger: cfg.Logger, Policy: cfg.Policy})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg,
 		intake: newIntake(cfg.IntakeYield)}
 	s.submits = s.newSubmitGroup()
-	s.RegisterOwner(promptOwner{s})
-	s.RegisterOwner(deliveryOwner{s})
-	s.RegisterOwner(chainOwner{s})
+	reg.Register(promptOwner{s})
+	reg.Register(deliveryOwner{s})
+	reg.OnSettled(s.acceptDelivery)
+	reg.Register(chainOwner{s})
+	reg.RegisterResumer(OwnerChainRuntime, chainOwner{s})
 	return s, nil
 }
 
@@ -149,51 +149,18 @@ func NewService(cfg Config) (*Service, error) {
 func (s *Service) Provider() provider.Provider { return s.cfg.Provider }
 
 // Viewer is who asks: it decides which jobs and prompts are visible.
-type Viewer struct {
-	OrgID  int64
-	UserID int64
-	// OrgWide sees every job of its org (operators).
-	OrgWide bool
-	// AllOrgs sees every org (admins).
-	AllOrgs bool
-}
+type Viewer = registry.Viewer
 
-// Scope returns the change-feed scope of v.
-func (v Viewer) Scope() feed.Scope {
-	sc := feed.Scope{OrgID: v.OrgID, AllOrgs: v.AllOrgs}
-	if !v.OrgWide && !v.AllOrgs {
-		sc.UserID = v.UserID
-	}
-	return sc
-}
-
-// where limits a query on a table with org_id and created_by columns to what v may see.
-func (v Viewer) where(q *bun.SelectQuery, alias string) *bun.SelectQuery {
-	if v.AllOrgs {
-		return q
-	}
-	q = q.Where(alias+".org_id = ?", v.OrgID)
-	if !v.OrgWide {
-		q = q.Where(alias+".created_by = ?", v.UserID)
-	}
-	return q
-}
-
-// sees reports whether v may see an object of org and creator.
-func (v Viewer) sees(orgID, createdBy int64) bool {
-	if v.AllOrgs {
-		return true
-	}
-	if orgID != v.OrgID {
-		return false
-	}
-	return v.OrgWide || createdBy == v.UserID
-}
+// Registry returns the registry of deferred operations the service's owners registered with.
+func (s *Service) Registry() *registry.Registry { return s.reg }
 
 // NotifyCommits makes f run after every transaction of the service commits. Those are the
 // transactions that write change-feed events; the server points f at its hub, which numbers
 // and delivers them at once instead of at its next probe. Set it before the service is used.
-func (s *Service) NotifyCommits(f func()) { s.committed = f }
+func (s *Service) NotifyCommits(f func()) {
+	s.committed = f
+	s.reg.NotifyCommits(f)
+}
 
 // inTx runs fn in a transaction and, once it has committed, runs the commit hook.
 func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {

@@ -56,7 +56,7 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 		correlation := promptID
 		if req.ParentID != nil {
 			parent, ok := parents[*req.ParentID]
-			if !ok || !req.Viewer.sees(parent.OrgID, parent.CreatedBy) {
+			if !ok || !req.Viewer.Sees(parent.OrgID, parent.CreatedBy) {
 				outcomes[i] = groupOutcome[Submitted]{err: &ValidationError{Fields: map[string]string{"parent_id": "no such entity visible to you"}}}
 				continue
 			}

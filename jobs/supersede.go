@@ -9,6 +9,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/registry"
 )
 
 // Retried is the answer to a retry: the new job and its operation.
@@ -46,7 +47,7 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 			return err
 		}
 		if old.OperationID != nil {
-			if _, err := updateOperation(ctx, tx, nil, *old.OperationID, func(op *db.Operation) {
+			if _, err := registry.UpdateOperation(ctx, tx, nil, *old.OperationID, func(op *db.Operation) {
 				op.SuccessorID = &handle.OperationID
 			}); err != nil {
 				return err
