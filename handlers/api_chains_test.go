@@ -21,6 +21,7 @@ import (
 	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
 	"asterion/jobs/provider"
@@ -126,7 +127,7 @@ func (f *liveServer) postChain(t *testing.T, u liveUser, body any, hdr ...string
 	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || float64(ra) != a.handle["retry_after_seconds"] {
 		t.Errorf("Retry-After %q, retry_after_seconds %v", r.Header.Get("Retry-After"), a.handle["retry_after_seconds"])
 	}
-	if a.State != "running" || a.ChainHref != "/sa-core/v1/chains/"+a.ChainID || a.handle["kind"] != jobs.KindFlowChain {
+	if a.State != "running" || a.ChainHref != "/sa-core/v1/chains/"+a.ChainID || a.handle["kind"] != chain.Kind {
 		t.Errorf("accepted chain %+v", a)
 	}
 	return a
@@ -369,7 +370,7 @@ func TestRegistryClampsAndDeterministicIDsThroughAPI(t *testing.T) {
 		if a.handle["retry_after_seconds"] != float64(jobs.DefaultRetryAfterSeconds) {
 			t.Errorf("retry_after_seconds %v", a.handle["retry_after_seconds"])
 		}
-		want := deferred.OperationID(jobs.KindFlowChain, jobs.OwnerChainRuntime, map[string]string{"chain_id": a.ChainID}, "")
+		want := deferred.OperationID(chain.Kind, chain.OwnerName, map[string]string{"chain_id": a.ChainID}, "")
 		if a.handle["operation_id"] != want.String() {
 			t.Errorf("chain operation id %v, want the deterministic %s", a.handle["operation_id"], want)
 		}
@@ -387,7 +388,7 @@ func TestRegistryClampsAndDeterministicIDsThroughAPI(t *testing.T) {
 	// Idempotency-Key: the id derives from the key; the same body replays, another is 409.
 	body := map[string]any{"steps": chainSteps("#sim:hang keyed", "second")}
 	a := f.postChain(t, u, body, "Idempotency-Key", "chain-key-1")
-	want := deferred.OperationID(jobs.KindFlowChain, jobs.OwnerChainRuntime, nil, fmt.Sprintf("%d:%s", u.ID, "chain-key-1"))
+	want := deferred.OperationID(chain.Kind, chain.OwnerName, nil, fmt.Sprintf("%d:%s", u.ID, "chain-key-1"))
 	if a.handle["operation_id"] != want.String() {
 		t.Errorf("keyed chain operation id %v, want %s", a.handle["operation_id"], want)
 	}

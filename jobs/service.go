@@ -140,13 +140,17 @@ func NewService(cfg Config) (*Service, error) {
 	reg.Register(promptOwner{s})
 	reg.Register(deliveryOwner{s})
 	reg.OnSettled(s.acceptDelivery)
-	reg.Register(chainOwner{s})
-	reg.RegisterResumer(OwnerChainRuntime, chainOwner{s})
 	return s, nil
 }
 
 // Provider returns the provider jobs run against.
 func (s *Service) Provider() provider.Provider { return s.cfg.Provider }
+
+// DB returns the database the service writes.
+func (s *Service) DB() *bun.DB { return s.db }
+
+// Logger returns the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
 
 // Viewer is who asks: it decides which jobs and prompts are visible.
 type Viewer = registry.Viewer

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/provider"
 )
@@ -72,9 +73,17 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
 	policy := deferred.DefaultPolicy()
 	policy.MaxTTL = st.maxTTL
 	policy.DefaultTTL = st.maxTTL
-	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
+	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
 		IntakeYield: st.intakeYield})
+	if err != nil {
+		return nil, err
+	}
+	// Every process that settles operations resumes chains and answers for them to the poller.
+	if _, err := chain.New(chain.Config{Jobs: svc}); err != nil {
+		return nil, err
+	}
+	return svc, nil
 }
 
 // newRuntime builds a worker pool.

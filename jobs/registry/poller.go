@@ -125,7 +125,7 @@ func (r *Registry) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, re
 // PollOperation polls the owning runtime now and returns the resulting status document.
 func (r *Registry) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
-	err := r.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := r.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		op, err := Visible(ctx, tx, v, id)
 		if err != nil {
 			return err
@@ -167,7 +167,7 @@ func (r *Registry) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, 
 // cancelOperationOnce is one cancel attempt in one transaction.
 func (r *Registry) cancelOperationOnce(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
 	var doc deferred.StatusDoc
-	err := r.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	err := r.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		op, err := Visible(ctx, tx, v, id)
 		if err != nil {
 			return err
@@ -218,7 +218,7 @@ func (r *Registry) PollDue(ctx context.Context) (int, error) {
 	}
 	polled := 0
 	for _, id := range due {
-		err := r.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		err := r.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 			var op db.Operation
 			if err := tx.NewSelect().Model(&op).Where("id = ?", id).Scan(ctx); err != nil {
 				return err

@@ -91,8 +91,9 @@ func (r *Registry) Stats() *PollerStats { return &r.stats }
 // change-feed events). Set it before the registry is used.
 func (r *Registry) NotifyCommits(f func()) { r.committed = f }
 
-// inTx runs fn in a transaction and, once it has committed, runs the commit hook.
-func (r *Registry) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+// InTx runs fn in a transaction and, once it has committed, runs the commit hook. Owners run
+// their own transactions through it, so that what they write reaches the change feed at once.
+func (r *Registry) InTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	if err := r.db.RunInTx(ctx, nil, fn); err != nil {
 		return err
 	}
