@@ -23,6 +23,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
+	"asterion/jobs/delivery"
 	"asterion/jobs/feed"
 	"asterion/jobs/provider"
 )
@@ -48,7 +49,7 @@ func (l *logBuffer) String() string {
 // ownerServerOpts configure startOwnerServer.
 type ownerServerOpts struct {
 	policy   deferred.Policy
-	delivery jobs.DeliveryConfig
+	delivery delivery.Config
 	logs     *logBuffer
 }
 
@@ -62,10 +63,15 @@ func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 		log = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Logger: log, Policy: o.policy, Delivery: o.delivery,
+	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Logger: log, Policy: o.policy,
 		Provider: provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})})
 	if err != nil {
 		t.Fatalf("jobs service: %v", err)
+	}
+	dcfg := o.delivery
+	dcfg.Jobs = svc
+	if _, err := delivery.New(dcfg); err != nil {
+		t.Fatalf("delivery owner: %v", err)
 	}
 	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1, PollEvery: 500 * time.Millisecond})
 	if err != nil {
@@ -542,7 +548,7 @@ func TestMarkerNeverInRegistryOrChainAnswersOrLogs(t *testing.T) {
 // cancel/unavailable-reason and POST …/cancel answers 409 with it.
 func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 	t.Parallel()
-	f := startOwnerServer(t, ownerServerOpts{delivery: jobs.DeliveryConfig{Timeout: 5 * time.Second}})
+	f := startOwnerServer(t, ownerServerOpts{delivery: delivery.Config{Timeout: 5 * time.Second}})
 	u := f.user(t, "acme", "alice", identity.RoleMember)
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -580,12 +586,12 @@ func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 	}
 	id := list.Items[0].OperationID
 	st := f.status(t, u, id)
-	if st["status"] != "running" || st["cancel/unavailable-reason"] != jobs.DeliveryInFlightReason || st["cancel_href"] != nil {
+	if st["status"] != "running" || st["cancel/unavailable-reason"] != delivery.InFlightReason || st["cancel_href"] != nil {
 		t.Fatalf("status in flight %v", st)
 	}
 	rc := f.do(t, "POST", "/sa-core/v1/deferred-operations/"+id+"/cancel", u.Tok, nil)
 	p := checkProblem(t, rc, http.StatusConflict)
-	if reason := mustDecode[map[string]any](t, rc.Body)["cancel/unavailable-reason"]; reason != jobs.DeliveryInFlightReason {
+	if reason := mustDecode[map[string]any](t, rc.Body)["cancel/unavailable-reason"]; reason != delivery.InFlightReason {
 		t.Errorf("409 reason %v (%+v)", reason, p)
 	}
 	close(release)

@@ -2,18 +2,21 @@ package jobs
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 
 	"github.com/google/uuid"
+	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
 
 	"asterion/db"
 	"asterion/jobs/deferred"
 )
 
-// This file is what prompt execution offers the runtimes built on it (flow.chain): submitting
-// a prompt job inside their own transaction, cancelling one, and the intake lane their
-// acceptances share with prompt submits.
+// This file is what prompt execution offers the components built on it (flow.chain,
+// artifact.delivery): submitting a prompt job inside their own transaction, cancelling one,
+// the intake lane their acceptances share with prompt submits, the audit trail and the
+// insert-only River client.
 
 // QueuedPrompt describes a prompt job a runtime submits inside its own transaction; the
 // prompt entity PromptID is already written in that transaction.
@@ -51,3 +54,12 @@ func CheckIdempotencyKey(k string) string { return checkIdempotencyKey(k) }
 func Audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) error {
 	return audit(ctx, tx, orgID, actorID, actor, action, subjectType, subjectID, detail)
 }
+
+// AuditEntry is the row Audit writes, for a caller that batches it.
+func AuditEntry(orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*db.AuditEntry, error) {
+	return auditEntry(orgID, actorID, actor, action, subjectType, subjectID, detail)
+}
+
+// Inserter is the insert-only River client that enqueues inside bun transactions; components
+// that enqueue River jobs of their own in a transaction of the service's use it.
+func (s *Service) Inserter() *river.Client[*sql.Tx] { return s.insert }

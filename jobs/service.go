@@ -55,8 +55,6 @@ type Config struct {
 	// attempt. The job row always records the design's backoff in scheduled_at; tests shrink
 	// the real wait instead of sleeping it. Nil means the backoff itself.
 	Wait func(backoff time.Duration) time.Duration
-	// Delivery configures webhook delivery of succeeded responses (delivery.go).
-	Delivery DeliveryConfig
 	// IntakeYield is the longest a worker of this process delays the start of a job while
 	// submits of this process are in flight, and how long after the last submit its workers'
 	// transactions stay narrowed (see intake); zero never delays or narrows. The command line
@@ -83,6 +81,8 @@ type Service struct {
 	intake *intake
 	// submits gathers concurrent submits into shared transactions.
 	submits *txGroup[SubmitRequest, Submitted]
+	// extensions add River workers of other components to the worker pools (Extend).
+	extensions []Extension
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 }
@@ -138,8 +138,6 @@ func NewService(cfg Config) (*Service, error) {
 		intake: newIntake(cfg.IntakeYield)}
 	s.submits = s.newSubmitGroup()
 	reg.Register(promptOwner{s})
-	reg.Register(deliveryOwner{s})
-	reg.OnSettled(s.acceptDelivery)
 	return s, nil
 }
 

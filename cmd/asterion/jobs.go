@@ -9,6 +9,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
+	"asterion/jobs/delivery"
 	"asterion/jobs/provider"
 )
 
@@ -79,8 +80,13 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every process that settles operations resumes chains and answers for them to the poller.
+	// Every process that settles operations resumes chains, accepts the deliveries of
+	// completed prompts, and answers for both kinds to the poller; worker pools built from svc
+	// send the deliveries.
 	if _, err := chain.New(chain.Config{Jobs: svc}); err != nil {
+		return nil, err
+	}
+	if _, err := delivery.New(delivery.Config{Jobs: svc}); err != nil {
 		return nil, err
 	}
 	return svc, nil

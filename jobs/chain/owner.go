@@ -19,6 +19,7 @@ import (
 // Kind is the operation kind the chain owner registers.
 func (*Chains) Kind() string { return Kind }
 
+// Report maps the chain row onto the registry (the status mapping in the package comment).
 func (c *Chains) Report(ctx context.Context, tx bun.Tx, op db.Operation) (registry.Report, error) {
 	var ch Chain
 	err := tx.NewSelect().Model(&ch).Where("operation_id = ?", op.ID).Scan(ctx)

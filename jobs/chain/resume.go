@@ -15,7 +15,7 @@ import (
 	"asterion/jobs/registry"
 )
 
-// Resume continues a chain whose awaited step operation has settled (see the file comment).
+// Resume continues a chain whose awaited step operation has settled (see the package comment).
 // It runs in the transaction that recorded the settlement.
 func (c *Chains) Resume(ctx context.Context, tx bun.Tx, awaited db.Operation, data []byte) error {
 	return c.resume(ctx, tx, awaited, data)
