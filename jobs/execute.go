@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/intake"
 	"asterion/jobs/provider"
 )
 
@@ -226,7 +227,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	// Finalising must happen even when the worker's context has just been cancelled.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	defer s.intake.transaction(fctx, laneFinish)()
+	defer s.intake.Transaction(fctx, intake.Finish)()
 	if err == nil {
 		return s.finishSuccess(fctx, job, claim, *prompt, resp, took)
 	}

@@ -45,7 +45,7 @@ func (s *Service) CancelJobTx(ctx context.Context, tx bun.Tx, job db.Job, errorK
 
 // Admit enters the intake lane for one acceptance, so that the workers of this process yield
 // to it as they yield to prompt submits; the caller calls release when it is done.
-func (s *Service) Admit() (release func()) { return s.intake.enter() }
+func (s *Service) Admit() (release func()) { return s.intake.Enter() }
 
 // CheckIdempotencyKey says what is wrong with an Idempotency-Key, or "" when it is valid.
 func CheckIdempotencyKey(k string) string { return checkIdempotencyKey(k) }

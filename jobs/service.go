@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/deferred"
+	"asterion/jobs/intake"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
 )
@@ -55,11 +56,10 @@ type Config struct {
 	// attempt. The job row always records the design's backoff in scheduled_at; tests shrink
 	// the real wait instead of sleeping it. Nil means the backoff itself.
 	Wait func(backoff time.Duration) time.Duration
-	// IntakeYield is the longest a worker of this process delays the start of a job while
-	// submits of this process are in flight, and how long after the last submit its workers'
-	// transactions stay narrowed (see intake); zero never delays or narrows. The command line
-	// sets DefaultIntakeYield unless configured otherwise.
-	IntakeYield time.Duration
+	// Intake configures the intake lane and group commit of this process's submits (package
+	// intake). Its zero value leaves the lane off; the command line sets intake.DefaultYield
+	// unless configured otherwise.
+	Intake intake.Config
 }
 
 // Service is the execution core shared by the API, the workers and the command line.
@@ -78,9 +78,9 @@ type Service struct {
 	reg *registry.Registry
 
 	// intake puts this process's submits before its workers' job starts.
-	intake *intake
+	intake intake.Gate
 	// submits gathers concurrent submits into shared transactions.
-	submits *txGroup[SubmitRequest, Submitted]
+	submits *intake.Group[SubmitRequest, Submitted]
 	// extensions add River workers of other components to the worker pools (Extend).
 	extensions []Extension
 	// groupFault, when set (by tests), fails the write of a group of n submits.
@@ -134,9 +134,13 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg,
-		intake: newIntake(cfg.IntakeYield)}
-	s.submits = s.newSubmitGroup()
+	in, err := intake.New(cfg.Intake)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in}
+	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
+		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
 	reg.Register(promptOwner{s})
 	return s, nil
 }

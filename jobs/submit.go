@@ -140,9 +140,9 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
-	defer s.intake.enter()()
+	defer s.intake.Enter()()
 	if req.IdempotencyKey == "" {
-		return s.submits.do(ctx, s, req)
+		return s.submits.Do(ctx, req)
 	}
 	return s.submitOne(ctx, req)
 }

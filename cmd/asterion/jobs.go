@@ -10,6 +10,7 @@ import (
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
+	"asterion/jobs/intake"
 	"asterion/jobs/provider"
 )
 
@@ -44,7 +45,7 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 		jobTimeout:   dur("ASTERION_JOB_TIMEOUT", provider.DefaultOpenAITimeout+30*time.Second),
 		maxTTL:       dur("ASTERION_OPERATION_MAX_TTL", deferred.DefaultMaxTTL),
 		workers:      10,
-		intakeYield:  jobs.DefaultIntakeYield,
+		intakeYield:  intake.DefaultYield,
 	}
 	if v := c.getenv("ASTERION_INTAKE_YIELD"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -76,7 +77,7 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings) (*jobs.Service, error) {
 	policy.DefaultTTL = st.maxTTL
 	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
-		IntakeYield: st.intakeYield})
+		Intake: intake.Config{Yield: st.intakeYield}})
 	if err != nil {
 		return nil, err
 	}
