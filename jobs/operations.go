@@ -72,7 +72,7 @@ type OperationFilter struct {
 }
 
 // ListOperations returns visible operations newest first with keyset pagination.
-func (s *Service) ListOperations(ctx context.Context, v Viewer, f OperationFilter) ([]db.Operation, string, error) {
+func (s *Reads) ListOperations(ctx context.Context, v Viewer, f OperationFilter) ([]db.Operation, string, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
@@ -123,7 +123,7 @@ func (s *Service) ListOperations(ctx context.Context, v Viewer, f OperationFilte
 }
 
 // OperationCounts returns counts by status from the trigger-kept counters (cheap at any size).
-func (s *Service) OperationCounts(ctx context.Context, v Viewer) (map[string]int64, error) {
+func (s *Reads) OperationCounts(ctx context.Context, v Viewer) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, st := range deferred.Statuses() {
 		out[string(st)] = 0
@@ -158,7 +158,7 @@ type OperationDetail struct {
 }
 
 // GetOperation returns the operator view of an operation.
-func (s *Service) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (OperationDetail, error) {
+func (s *Reads) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (OperationDetail, error) {
 	op, err := registry.Visible(ctx, s.db, v, id)
 	if err != nil {
 		return OperationDetail{}, err
@@ -183,34 +183,37 @@ func (s *Service) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (Ope
 	return d, nil
 }
 
-// The registry's operations as the server reaches them through the service.
+// Operations is the registry's API as the server reaches it through the service (which
+// embeds it): status, poll-now and cancel of a visible operation, its history, the poller's
+// counters, owner registration.
+type Operations struct{ reg *registry.Registry }
 
 // RegisterOwner adds the owner of another operation kind to the service's registry.
-func (s *Service) RegisterOwner(o Owner) { s.reg.Register(o) }
+func (s *Operations) RegisterOwner(o Owner) { s.reg.Register(o) }
 
 // History returns an operation's status history, oldest first.
-func (s *Service) History(ctx context.Context, id uuid.UUID) ([]deferred.HistoryEntry, error) {
+func (s *Operations) History(ctx context.Context, id uuid.UUID) ([]deferred.HistoryEntry, error) {
 	return s.reg.History(ctx, id)
 }
 
 // OperationStatus returns the status document of a visible operation.
-func (s *Service) OperationStatus(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
+func (s *Operations) OperationStatus(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	return s.reg.OperationStatus(ctx, v, id)
 }
 
 // Stats returns the poller's counters.
-func (s *Service) Stats() *PollerStats { return s.reg.Stats() }
+func (s *Operations) Stats() *PollerStats { return s.reg.Stats() }
 
 // PollOperation polls the owning runtime now and returns the resulting status document.
-func (s *Service) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
+func (s *Operations) PollOperation(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	return s.reg.PollOperation(ctx, v, id)
 }
 
 // CancelOperation cancels through the owner; a terminal operation is ErrConflict and a
 // non-cancelable one *ErrNotCancelable with its reason.
-func (s *Service) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
+func (s *Operations) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (deferred.StatusDoc, error) {
 	return s.reg.CancelOperation(ctx, v, id, actor)
 }
 
 // PollDue polls every due, non-terminal operation once through its owner.
-func (s *Service) PollDue(ctx context.Context) (int, error) { return s.reg.PollDue(ctx) }
+func (s *Operations) PollDue(ctx context.Context) (int, error) { return s.reg.PollDue(ctx) }

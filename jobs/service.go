@@ -64,6 +64,11 @@ type Config struct {
 
 // Service is the execution core shared by the API, the workers and the command line.
 type Service struct {
+	// Reads is the read side (lists, counts, details, dashboard series, metrics).
+	*Reads
+	// Operations is the registry's API for the server.
+	*Operations
+
 	cfg    Config
 	db     *bun.DB
 	log    *slog.Logger
@@ -138,7 +143,8 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in}
+	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg}, Operations: &Operations{reg: reg},
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
 	reg.Register(promptOwner{s})
