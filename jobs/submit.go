@@ -135,7 +135,7 @@ func (r *SubmitRequest) requestHash() string {
 // nothing.
 //
 // Submits without an Idempotency-Key may share their transaction with concurrent ones (see
-// txGroup); with a key, the key's row decides what happens, in a transaction of its own.
+// intake.Group); with a key, the key's row decides what happens, in a transaction of its own.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
 	if err := req.validate(); err != nil {
 		return Submitted{}, err

@@ -75,5 +75,3 @@ func (c *Chains) Get(ctx context.Context, v registry.Viewer, id uuid.UUID) (Deta
 	}
 	return d, nil
 }
-
-// chainOwner owns flow.chain operations.
