@@ -92,8 +92,8 @@ func (o *ticketOwner) counts(id uuid.UUID) (consumed int, resumed []byte) {
 // TestFourthKindIsOnePackageThatRegistersAnOwner: adding an operation kind means defining an
 // owner and registering it, and nothing else. A kind the rest of the product has never heard
 // of is accepted, polled, cancelled and completed through the registry's public API alone,
-// with status documents, a verifying history chain, settle subscribers and a resumed
-// continuation.
+// with status documents, a verifying history chain, settle subscribers, a resumed continuation
+// and expiry through the owner.
 func TestFourthKindIsOnePackageThatRegistersAnOwner(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
@@ -235,10 +235,46 @@ func TestFourthKindIsOnePackageThatRegistersAnOwner(t *testing.T) {
 		t.Fatalf("commit hook ran %d times, want 3", commits)
 	}
 
+	// A third ticket outlives its expiry: the poller expires it through its owner's Cancel.
+	var third deferred.Handle
+	if err := d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		now, err := registry.TxNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if third, err = deferred.NewHandle(deferred.HandleRequest{Kind: ticketKind, Owner: "test.desk",
+			Subject: map[string]string{"ticket": "c"}, RetryAfterSeconds: 1}, reg.Policy(), now); err != nil {
+			return err
+		}
+		_, err = reg.RecordAccepted(ctx, tx, nil, third, org, user, third.OperationID)
+		return err
+	}); err != nil {
+		t.Fatalf("accept the third ticket: %v", err)
+	}
+	owner.set(third.OperationID, "open")
+	if _, err := d.Bun.ExecContext(ctx, `UPDATE sa_operation SET expires_at = now() - interval '1 second',
+		next_poll_at = now() - interval '1 minute' WHERE id = ?`, third.OperationID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := reg.PollDue(ctx); err != nil || n != 1 {
+		t.Fatalf("PollDue of the expired ticket: %d polled, %v; want 1", n, err)
+	}
+	if doc := status(third.OperationID); doc.Status != deferred.StatusExpired || doc.Error == nil || doc.Error.Kind != registry.ErrorKindExpired {
+		t.Fatalf("expired ticket: %+v", doc)
+	}
+	owner.mu.Lock()
+	expired := owner.state[third.OperationID]
+	owner.mu.Unlock()
+	if expired != "withdrawn" || reg.Stats().Expiries.Load() != 1 {
+		t.Fatalf("after expiry the ledger says %q and the poller counted %d expiries; want withdrawn and 1",
+			expired, reg.Stats().Expiries.Load())
+	}
+
 	// Each history is a verifying chain whose head is the one the row records.
 	for id, want := range map[uuid.UUID][]deferred.Status{
 		first.OperationID:  {deferred.StatusPending, deferred.StatusRunning, deferred.StatusCompleted},
 		second.OperationID: {deferred.StatusPending, deferred.StatusCancelled},
+		third.OperationID:  {deferred.StatusPending, deferred.StatusExpired},
 	} {
 		hist, err := reg.History(ctx, id)
 		if err != nil {
