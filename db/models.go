@@ -197,11 +197,9 @@ type Operation struct {
 	HistoryDigest *string    `bun:"history_digest"`
 	HistoryAt     *time.Time `bun:"history_at"`
 
-	// The fields below are read only by the registry's lock (updateOperation), in the same
-	// round trip: the transaction's clock, and the org's webhook a completion may deliver to.
-	TxNow          time.Time `bun:"tx_now,scanonly"`
-	OrgWebhookRead bool      `bun:"org_webhook_read,scanonly"`
-	OrgWebhookURL  *string   `bun:"org_webhook_url,scanonly"`
+	// TxNow is read only by the registry's lock (registry.LockOperation), in the same round
+	// trip: the clock of the transaction that locked the row.
+	TxNow time.Time `bun:"tx_now,scanonly"`
 }
 
 // OperationHistory is one digest-chained entry of an operation's status history.

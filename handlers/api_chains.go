@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 )
 
@@ -24,8 +25,8 @@ var chainStepFields = map[string]bool{"prompt": true, "include_previous": true}
 // decodeChain reads a POST /chains body strictly, like decodeSubmit: malformed JSON, a
 // duplicate key or an unknown key (also inside a step) is a 400; a value of the wrong type is a
 // 422 naming the field. The rules on values are the jobs package's.
-func decodeChain(body []byte) (jobs.ChainRequest, *decodeError) {
-	var req jobs.ChainRequest
+func decodeChain(body []byte) (chain.Request, *decodeError) {
+	var req chain.Request
 	var top map[string]json.RawMessage
 	if err := strictObject(body, &top); err != nil {
 		return req, &decodeError{status: 400, detail: "the body must be one JSON object: " + err.Error()}
@@ -38,7 +39,7 @@ func decodeChain(body []byte) (jobs.ChainRequest, *decodeError) {
 	if raw, ok := top["steps"]; !ok || isNull(raw) {
 		fields["steps"] = "is required"
 	} else if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '[' || json.Unmarshal(raw, &steps) != nil {
-		fields["steps"] = fmt.Sprintf("must be an array of 1..%d steps", jobs.MaxChainSteps)
+		fields["steps"] = fmt.Sprintf("must be an array of 1..%d steps", chain.MaxSteps)
 	}
 	for i, raw := range steps {
 		name := fmt.Sprintf("steps[%d]", i)
@@ -53,7 +54,7 @@ func decodeChain(body []byte) (jobs.ChainRequest, *decodeError) {
 		if unknown := unknownKeys(st, chainStepFields); len(unknown) > 0 {
 			return req, &decodeError{status: 400, detail: "unknown field(s) in " + name + ": " + strings.Join(unknown, ", ")}
 		}
-		var step jobs.ChainStep
+		var step chain.Step
 		if p, ok := st["prompt"]; !ok || isNull(p) {
 			fields[name+".prompt"] = "is required"
 		} else if err := json.Unmarshal(p, &step.Prompt); err != nil {
@@ -113,7 +114,7 @@ type chainJSON struct {
 	Steps              []chainStepJSON    `json:"steps"`
 }
 
-func toChainJSON(d jobs.ChainDetail) chainJSON {
+func toChainJSON(d chain.Detail) chainJSON {
 	c := d.Chain
 	out := chainJSON{ChainID: c.ID, State: c.State, Mode: c.Mode, Priority: c.Priority, StepCount: c.StepCount,
 		CurrentStep: c.CurrentStep, CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt), FinishedAt: tsp(c.FinishedAt),
@@ -158,13 +159,13 @@ func (s *Server) submitChain(c *fiber.Ctx) error {
 	if _, present := c.GetReqHeaders()["Idempotency-Key"]; present && req.IdempotencyKey == "" {
 		return validationProblem(c, map[string]string{"Idempotency-Key": "must be 1..255 visible ASCII characters"})
 	}
-	out, err := s.deps.Jobs.SubmitChain(c.UserContext(), req)
+	out, err := s.deps.Chains.Submit(c.UserContext(), req)
 	if err != nil {
 		return s.jobsError(c, err)
 	}
 	chainHref := ChainsPath + "/" + out.Chain.ID.String()
 	if out.Rejected {
-		d, err := s.deps.Jobs.GetChain(c.UserContext(), req.Viewer, out.Chain.ID)
+		d, err := s.deps.Chains.Get(c.UserContext(), req.Viewer, out.Chain.ID)
 		if err != nil {
 			return s.jobsError(c, err)
 		}
@@ -185,7 +186,7 @@ func (s *Server) getChain(c *fiber.Ctx) error {
 	if !ok {
 		return problem(c, fiber.StatusNotFound, "no such chain")
 	}
-	d, err := s.deps.Jobs.GetChain(c.UserContext(), viewerOf(principalOf(c)), id)
+	d, err := s.deps.Chains.Get(c.UserContext(), viewerOf(principalOf(c)), id)
 	if err != nil {
 		if errors.Is(err, jobs.ErrNotFound) {
 			return problem(c, fiber.StatusNotFound, "no such chain")

@@ -21,7 +21,9 @@ import (
 	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
+	"asterion/jobs/delivery"
 	"asterion/jobs/feed"
 	"asterion/jobs/provider"
 )
@@ -47,7 +49,7 @@ func (l *logBuffer) String() string {
 // ownerServerOpts configure startOwnerServer.
 type ownerServerOpts struct {
 	policy   deferred.Policy
-	delivery jobs.DeliveryConfig
+	delivery delivery.Config
 	logs     *logBuffer
 }
 
@@ -61,10 +63,15 @@ func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 		log = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Logger: log, Policy: o.policy, Delivery: o.delivery,
+	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Logger: log, Policy: o.policy,
 		Provider: provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})})
 	if err != nil {
 		t.Fatalf("jobs service: %v", err)
+	}
+	dcfg := o.delivery
+	dcfg.Jobs = svc
+	if _, err := delivery.New(dcfg); err != nil {
+		t.Fatalf("delivery owner: %v", err)
 	}
 	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1, PollEvery: 500 * time.Millisecond})
 	if err != nil {
@@ -126,7 +133,7 @@ func (f *liveServer) postChain(t *testing.T, u liveUser, body any, hdr ...string
 	if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || float64(ra) != a.handle["retry_after_seconds"] {
 		t.Errorf("Retry-After %q, retry_after_seconds %v", r.Header.Get("Retry-After"), a.handle["retry_after_seconds"])
 	}
-	if a.State != "running" || a.ChainHref != "/sa-core/v1/chains/"+a.ChainID || a.handle["kind"] != jobs.KindFlowChain {
+	if a.State != "running" || a.ChainHref != "/sa-core/v1/chains/"+a.ChainID || a.handle["kind"] != chain.Kind {
 		t.Errorf("accepted chain %+v", a)
 	}
 	return a
@@ -369,7 +376,7 @@ func TestRegistryClampsAndDeterministicIDsThroughAPI(t *testing.T) {
 		if a.handle["retry_after_seconds"] != float64(jobs.DefaultRetryAfterSeconds) {
 			t.Errorf("retry_after_seconds %v", a.handle["retry_after_seconds"])
 		}
-		want := deferred.OperationID(jobs.KindFlowChain, jobs.OwnerChainRuntime, map[string]string{"chain_id": a.ChainID}, "")
+		want := deferred.OperationID(chain.Kind, chain.OwnerName, map[string]string{"chain_id": a.ChainID}, "")
 		if a.handle["operation_id"] != want.String() {
 			t.Errorf("chain operation id %v, want the deterministic %s", a.handle["operation_id"], want)
 		}
@@ -387,7 +394,7 @@ func TestRegistryClampsAndDeterministicIDsThroughAPI(t *testing.T) {
 	// Idempotency-Key: the id derives from the key; the same body replays, another is 409.
 	body := map[string]any{"steps": chainSteps("#sim:hang keyed", "second")}
 	a := f.postChain(t, u, body, "Idempotency-Key", "chain-key-1")
-	want := deferred.OperationID(jobs.KindFlowChain, jobs.OwnerChainRuntime, nil, fmt.Sprintf("%d:%s", u.ID, "chain-key-1"))
+	want := deferred.OperationID(chain.Kind, chain.OwnerName, nil, fmt.Sprintf("%d:%s", u.ID, "chain-key-1"))
 	if a.handle["operation_id"] != want.String() {
 		t.Errorf("keyed chain operation id %v, want %s", a.handle["operation_id"], want)
 	}
@@ -541,7 +548,7 @@ func TestMarkerNeverInRegistryOrChainAnswersOrLogs(t *testing.T) {
 // cancel/unavailable-reason and POST …/cancel answers 409 with it.
 func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 	t.Parallel()
-	f := startOwnerServer(t, ownerServerOpts{delivery: jobs.DeliveryConfig{Timeout: 5 * time.Second}})
+	f := startOwnerServer(t, ownerServerOpts{delivery: delivery.Config{Timeout: 5 * time.Second}})
 	u := f.user(t, "acme", "alice", identity.RoleMember)
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -579,12 +586,12 @@ func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 	}
 	id := list.Items[0].OperationID
 	st := f.status(t, u, id)
-	if st["status"] != "running" || st["cancel/unavailable-reason"] != jobs.DeliveryInFlightReason || st["cancel_href"] != nil {
+	if st["status"] != "running" || st["cancel/unavailable-reason"] != delivery.InFlightReason || st["cancel_href"] != nil {
 		t.Fatalf("status in flight %v", st)
 	}
 	rc := f.do(t, "POST", "/sa-core/v1/deferred-operations/"+id+"/cancel", u.Tok, nil)
 	p := checkProblem(t, rc, http.StatusConflict)
-	if reason := mustDecode[map[string]any](t, rc.Body)["cancel/unavailable-reason"]; reason != jobs.DeliveryInFlightReason {
+	if reason := mustDecode[map[string]any](t, rc.Body)["cancel/unavailable-reason"]; reason != delivery.InFlightReason {
 		t.Errorf("409 reason %v (%+v)", reason, p)
 	}
 	close(release)

@@ -24,6 +24,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/feed"
 	"asterion/static"
 	"asterion/views"
@@ -39,6 +40,8 @@ const transportBodyLimit = 8 << 20
 type Deps struct {
 	Identity *identity.Service
 	Jobs     *jobs.Service
+	// Chains accepts and reads flow.chain operations; nil means a chain owner over Jobs.
+	Chains *chain.Chains
 	// Hub fans change-feed events out to SSE streams.
 	Hub *feed.Hub
 	// Ready reports whether the database is reachable and migrations are current.
@@ -72,6 +75,10 @@ func New(deps Deps) *Server {
 	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
+	}
+	if deps.Chains == nil && deps.Jobs != nil {
+		// Jobs is set, so New cannot fail.
+		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
 	}
 	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams)}
 	s.app = fiber.New(fiber.Config{

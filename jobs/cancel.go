@@ -21,18 +21,12 @@ const (
 	CancelAborted = "aborted"
 )
 
-// Actor names who acts, for the audit trail.
-type Actor struct {
-	UserID *int64
-	Name   string
-}
-
 // lockVisible locks a job the viewer may see, or returns ErrNotFound (also for another org's
 // id, so existence never leaks).
 func lockVisible(ctx context.Context, tx bun.Tx, v Viewer, id uuid.UUID) (db.Job, error) {
 	var job db.Job
 	err := tx.NewSelect().Model(&job).Where("id = ?", id).For("UPDATE").Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(job.OrgID, job.CreatedBy)) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(job.OrgID, job.CreatedBy)) {
 		return db.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,16 +19,7 @@ import (
 // the Viewer may see.
 
 // OperationKinds returns the operation kinds that have a registered owner, sorted.
-func (s *Service) OperationKinds() []string {
-	s.ownersMu.RLock()
-	defer s.ownersMu.RUnlock()
-	out := make([]string, 0, len(s.owners))
-	for k := range s.owners {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *Reads) OperationKinds() []string { return s.reg.Kinds() }
 
 // OrgName is an org's id and name.
 type OrgName struct {
@@ -38,7 +28,7 @@ type OrgName struct {
 }
 
 // OrgDirectory returns every org, by name (the admin's org filter).
-func (s *Service) OrgDirectory(ctx context.Context) ([]OrgName, error) {
+func (s *Reads) OrgDirectory(ctx context.Context) ([]OrgName, error) {
 	var out []OrgName
 	if err := s.db.NewSelect().Table("orgs").Column("id", "name").OrderExpr("name").Limit(1000).Scan(ctx, &out); err != nil {
 		return nil, fmt.Errorf("list orgs: %w", err)
@@ -47,7 +37,7 @@ func (s *Service) OrgDirectory(ctx context.Context) ([]OrgName, error) {
 }
 
 // DisplayNames resolves org and user ids to their names; unknown ids are left out.
-func (s *Service) DisplayNames(ctx context.Context, orgIDs, userIDs []int64) (orgs, users map[int64]string, err error) {
+func (s *Reads) DisplayNames(ctx context.Context, orgIDs, userIDs []int64) (orgs, users map[int64]string, err error) {
 	orgs, users = map[int64]string{}, map[int64]string{}
 	load := func(table string, ids []int64, into map[int64]string) error {
 		if len(ids) == 0 {
@@ -72,13 +62,13 @@ func (s *Service) DisplayNames(ctx context.Context, orgIDs, userIDs []int64) (or
 }
 
 // OperationRows returns the visible operations among ids, by id.
-func (s *Service) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Operation, error) {
+func (s *Reads) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Operation, error) {
 	out := map[uuid.UUID]db.Operation{}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	var rows []db.Operation
-	if err := v.opWhere(s.db.NewSelect().Model(&rows)).Where("operation.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := v.Where(s.db.NewSelect().Model(&rows), "operation").Where("operation.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load operations: %w", err)
 	}
 	for _, r := range rows {
@@ -88,13 +78,13 @@ func (s *Service) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) 
 }
 
 // JobRows returns the visible jobs among ids, by id.
-func (s *Service) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Job, error) {
+func (s *Reads) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Job, error) {
 	out := map[uuid.UUID]db.Job{}
 	if len(ids) == 0 {
 		return out, nil
 	}
 	var rows []db.Job
-	if err := v.where(s.db.NewSelect().Model(&rows), "job").Where("job.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := v.Where(s.db.NewSelect().Model(&rows), "job").Where("job.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
 	}
 	for _, r := range rows {
@@ -105,9 +95,9 @@ func (s *Service) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[u
 
 // FindJob returns the visible job with this id, or else the newest visible job of the prompt
 // with this id, or ErrNotFound.
-func (s *Service) FindJob(ctx context.Context, v Viewer, id uuid.UUID) (db.Job, error) {
+func (s *Reads) FindJob(ctx context.Context, v Viewer, id uuid.UUID) (db.Job, error) {
 	var job db.Job
-	err := v.where(s.db.NewSelect().Model(&job), "job").Where("(job.id = ? OR job.prompt_id = ?)", id, id).
+	err := v.Where(s.db.NewSelect().Model(&job), "job").Where("(job.id = ? OR job.prompt_id = ?)", id, id).
 		OrderExpr("(job.id = ?) DESC, job.created_at DESC, job.id DESC", id).Limit(1).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return db.Job{}, fmt.Errorf("job or prompt %s: %w", id, ErrNotFound)
@@ -121,7 +111,7 @@ func (s *Service) FindJob(ctx context.Context, v Viewer, id uuid.UUID) (db.Job, 
 // BulkSelect returns the ids of the visible jobs that match f (its cursor and limit are
 // ignored) and are in one of states, newest first, at most limit of them. Pass limit+1 to learn
 // whether the selection was cut.
-func (s *Service) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states []State, limit int) ([]uuid.UUID, error) {
+func (s *Reads) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states []State, limit int) ([]uuid.UUID, error) {
 	if len(states) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -129,7 +119,7 @@ func (s *Service) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states 
 	for i, st := range states {
 		names[i] = string(st)
 	}
-	q := v.where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.id"), "job").Where("job.state IN (?)", bun.In(names))
+	q := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.id"), "job").Where("job.state IN (?)", bun.In(names))
 	if f.State != "" {
 		q = q.Where("job.state = ?", f.State)
 	}
@@ -163,7 +153,7 @@ type SeriesPoint struct {
 // present (zero when nothing finished). A job counts in the bucket its finished_at falls in.
 // The scan is bounded by the (org_id, updated_at) index: a finished job's updated_at is at or
 // after its finished_at.
-func (s *Service) QueueSeries(ctx context.Context, v Viewer, window, step time.Duration) ([]SeriesPoint, error) {
+func (s *Reads) QueueSeries(ctx context.Context, v Viewer, window, step time.Duration) ([]SeriesPoint, error) {
 	if step < time.Second {
 		step = time.Minute
 	}
@@ -243,7 +233,7 @@ type Liveness struct {
 }
 
 // WorkerLiveness reads the newest sign of life of any worker process.
-func (s *Service) WorkerLiveness(ctx context.Context) (Liveness, error) {
+func (s *Reads) WorkerLiveness(ctx context.Context) (Liveness, error) {
 	var row struct {
 		Now       time.Time  `bun:"now"`
 		LeaseAt   *time.Time `bun:"lease_at"`
@@ -295,8 +285,8 @@ const backlogCap = 100000
 
 // QueueBacklog counts queued jobs that are due, and those due for longer than grace (past
 // due: no worker took them although they could run).
-func (s *Service) QueueBacklog(ctx context.Context, v Viewer, grace time.Duration) (Backlog, error) {
-	sub := v.where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.scheduled_at"), "job").
+func (s *Reads) QueueBacklog(ctx context.Context, v Viewer, grace time.Duration) (Backlog, error) {
+	sub := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.scheduled_at"), "job").
 		Where("job.state = ?", StateQueued).Where("job.scheduled_at <= now()").Limit(backlogCap)
 	var row struct {
 		Due     int64      `bun:"due"`
@@ -320,7 +310,7 @@ func (s *Service) QueueBacklog(ctx context.Context, v Viewer, grace time.Duratio
 
 // JobCounts returns jobs by state from the trigger-kept counters (cheap at any size), every
 // state present. A zero orgID counts every org the viewer sees; a non-zero one only that org.
-func (s *Service) JobCounts(ctx context.Context, v Viewer, orgID int64) (map[string]int64, error) {
+func (s *Reads) JobCounts(ctx context.Context, v Viewer, orgID int64) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, st := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateSuperseded} {
 		out[string(st)] = 0
@@ -347,7 +337,7 @@ func (s *Service) JobCounts(ctx context.Context, v Viewer, orgID int64) (map[str
 
 // OrgOperationCounts is OperationCounts limited to one org (an admin's org filter); a zero
 // orgID is every org the viewer sees.
-func (s *Service) OrgOperationCounts(ctx context.Context, v Viewer, orgID int64) (map[string]int64, error) {
+func (s *Reads) OrgOperationCounts(ctx context.Context, v Viewer, orgID int64) (map[string]int64, error) {
 	if orgID == 0 {
 		return s.OperationCounts(ctx, v)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
@@ -212,7 +213,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 			s.log.Warn("the end of a job's live output was not stored", "job_id", job.ID, "err", cerr)
 		}
 	}
-	defer s.intake.transaction(fctx, laneFinish)()
+	defer s.intake.Transaction(fctx, intake.Finish)()
 	if err == nil {
 		return s.finishSuccess(fctx, job, claim, *prompt, resp, took)
 	}

@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -58,52 +57,6 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	}
 	if _, err := e.s.CancelOperation(context.Background(), e.v, op.ID, jobs.Actor{Name: "test"}); err == nil {
 		t.Error("cancel of an expired operation succeeded")
-	}
-}
-
-// TestExpiryOfADeliveryInFlight: the poller expires a delivery whose request is in flight (it
-// cannot be cancelled, expiry wins); the 503 that comes back afterwards retries nothing, and
-// recovery leaves the settled row alone.
-func TestExpiryOfADeliveryInFlight(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, instantSim(), func(c *jobs.Config) {
-		c.Policy = deferred.Policy{MaxTTL: 2 * time.Second}
-		c.Delivery = jobs.DeliveryConfig{Timeout: 10 * time.Second, BackoffBase: 100 * time.Millisecond, RecoverEvery: 300 * time.Millisecond}
-	})
-	release := make(chan struct{})
-	rc := newHookReceiver(t, "exp", func(int, hookRequest) int { <-release; return http.StatusServiceUnavailable })
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
-	e.setWebhook(rc.srv.URL, "exp")
-	startRuntime(t, e, e.s, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
-	sub := e.submit("expire my delivery")
-	select {
-	case <-rc.got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no delivery arrived")
-	}
-	d, _ := e.deliveryOfJob(sub.JobID)
-	waitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.operation(d.OperationID).Status == "expired" })
-	close(release)
-	d = e.waitDelivery(sub.JobID, 10*time.Second, jobs.DeliveryExpired)
-	time.Sleep(1500 * time.Millisecond)
-	if n := len(rc.requests()); n != 1 {
-		t.Errorf("receiver got %d requests, want 1: an expired delivery is never retried", n)
-	}
-	if d, _ := e.deliveryOfJob(sub.JobID); d.State != jobs.DeliveryExpired || d.InFlightToken != nil {
-		t.Errorf("ledger %+v, want expired without an in-flight marker", d)
-	}
-	st := e.statusJSON(e.v, d.OperationID)
-	if st["status"] != "expired" {
-		t.Errorf("status %v", st)
-	}
-	if got := strings.Join(e.historyStatuses(d.OperationID), ","); got != "pending,running,expired" {
-		t.Errorf("history %s", got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"asterion/db"
 	"asterion/db/dbtest"
 	"asterion/jobs"
+	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
 	"asterion/jobs/provider"
 )
@@ -328,4 +329,58 @@ func (f *fakeProvider) waitCall(t testing.TB, timeout time.Duration) call {
 		t.Fatalf("no provider call within %s", timeout)
 		return call{}
 	}
+}
+
+// statusJSON marshals the operation's status document and validates it against the schema.
+func (e *tenv) statusJSON(v jobs.Viewer, id uuid.UUID) map[string]any {
+	e.t.Helper()
+	doc, err := e.s.OperationStatus(context.Background(), v, id)
+	if err != nil {
+		e.t.Fatalf("status of %s: %v", id, err)
+	}
+	return validStatusDoc(e.t, doc)
+}
+
+func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatalf("marshal status: %v", err)
+	}
+	if err := deferred.ValidateStatus(raw); err != nil {
+		t.Fatalf("status document does not validate: %v\n%s", err, raw)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
+}
+
+func validHandleDoc(t testing.TB, h deferred.Handle) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(h)
+	if err != nil {
+		t.Fatalf("marshal handle: %v", err)
+	}
+	if err := deferred.ValidateHandle(raw); err != nil {
+		t.Fatalf("handle does not validate: %v\n%s", err, raw)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return m
+}
+
+// historyStatuses lists the statuses of an operation's history.
+func (e *tenv) historyStatuses(id uuid.UUID) []string {
+	var out []string
+	for _, h := range e.history(id) {
+		out = append(out, h.Status)
+	}
+	return out
+}
+
+func strv(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

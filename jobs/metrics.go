@@ -31,7 +31,7 @@ type QueueMetrics struct {
 
 // QueueMetrics computes the figures visible to v. Counts come from the trigger-kept counters;
 // the window figures read only jobs finished inside the window.
-func (s *Service) QueueMetrics(ctx context.Context, v Viewer, window time.Duration) (QueueMetrics, error) {
+func (s *Reads) QueueMetrics(ctx context.Context, v Viewer, window time.Duration) (QueueMetrics, error) {
 	out := QueueMetrics{Window: window.String(), Counts: map[string]int64{}}
 	for _, st := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateSuperseded} {
 		out.Counts[string(st)] = 0

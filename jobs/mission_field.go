@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/uptrace/bun"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,7 +26,7 @@ const MissionFieldMax = 200
 // texts cut to MissionTextCap; and the as_of to pass as the next since (see MissionRecent).
 // The prompts are read in one query that stops at limit, however many v has.
 func (s *Service) MissionField(ctx context.Context, v Viewer, limit int) (time.Time, []MissionItem, error) {
-	asOf, err := s.changeWatermark(ctx)
+	asOf, err := changeWatermark(ctx, s.db)
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -187,9 +188,10 @@ const changeWatermarkSQL = `SELECT LEAST(clock_timestamp(), COALESCE((
 	WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
 	  AND backend_type = 'client backend'), 'infinity'))`
 
-func (s *Service) changeWatermark(ctx context.Context) (time.Time, error) {
+// changeWatermark reads the as_of of a mission read.
+func changeWatermark(ctx context.Context, idb bun.IDB) (time.Time, error) {
 	var asOf time.Time
-	if err := s.db.QueryRowContext(ctx, changeWatermarkSQL).Scan(&asOf); err != nil {
+	if err := idb.QueryRowContext(ctx, changeWatermarkSQL).Scan(&asOf); err != nil {
 		return time.Time{}, fmt.Errorf("read change watermark: %w", err)
 	}
 	return asOf, nil

@@ -30,7 +30,7 @@ func (s *Service) Output(ctx context.Context, v Viewer, id uuid.UUID, after, lim
 	}
 	var job db.Job
 	err := s.db.NewSelect().Model(&job).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(job.OrgID, job.CreatedBy)) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(job.OrgID, job.CreatedBy)) {
 		return JobOutput{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {

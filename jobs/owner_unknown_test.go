@@ -64,7 +64,7 @@ func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err = s.recordAccepted(ctx, tx, nil, h, org, user, h.OperationID); err != nil {
+		if _, err = s.reg.RecordAccepted(ctx, tx, nil, h, org, user, h.OperationID); err != nil {
 			return err
 		}
 		// Not due until the runtime starts below.
@@ -73,7 +73,7 @@ func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = s.recordAccepted(ctx, tx, nil, steady, org, user, steady.OperationID)
+		_, err = s.reg.RecordAccepted(ctx, tx, nil, steady, org, user, steady.OperationID)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -23,10 +23,10 @@ type JobDetail struct {
 }
 
 // GetJob returns a visible job and its prompt's history, or ErrNotFound.
-func (s *Service) GetJob(ctx context.Context, v Viewer, id uuid.UUID) (JobDetail, error) {
+func (s *Reads) GetJob(ctx context.Context, v Viewer, id uuid.UUID) (JobDetail, error) {
 	var job db.Job
 	err := s.db.NewSelect().Model(&job).Where("id = ?", id).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.sees(job.OrgID, job.CreatedBy)) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(job.OrgID, job.CreatedBy)) {
 		return JobDetail{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
@@ -78,11 +78,11 @@ func decodeCursor(c string) (time.Time, uuid.UUID, error) {
 
 // ListJobs returns visible jobs newest first with keyset pagination: pass the returned cursor
 // to get the next page ("" when there is none).
-func (s *Service) ListJobs(ctx context.Context, v Viewer, f JobFilter) ([]db.Job, string, error) {
+func (s *Reads) ListJobs(ctx context.Context, v Viewer, f JobFilter) ([]db.Job, string, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 100
 	}
-	q := v.where(s.db.NewSelect().Model((*db.Job)(nil)), "job")
+	q := v.Where(s.db.NewSelect().Model((*db.Job)(nil)), "job")
 	if f.State != "" {
 		q = q.Where("job.state = ?", f.State)
 	}
@@ -132,11 +132,11 @@ type MissionItem struct {
 // Any change not yet visible to this read belongs to a transaction open then or started later,
 // so its updated_at is ≥ as_of and the next call (which includes since itself) returns it. The
 // price is that a change may be returned twice; clients merge by prompt_id.
-func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time, limit int) (time.Time, []MissionItem, error) {
+func (s *Reads) MissionRecent(ctx context.Context, v Viewer, since *time.Time, limit int) (time.Time, []MissionItem, error) {
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	asOf, err := s.changeWatermark(ctx)
+	asOf, err := changeWatermark(ctx, s.db)
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -144,7 +144,7 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		// Never hand back an earlier mark than the one given: chaining stays monotonic.
 		asOf = *since
 	}
-	q := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j")
+	q := v.Where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j")
 	if since != nil {
 		q = q.Where("j.updated_at >= ?", *since)
 	}
@@ -159,7 +159,7 @@ func (s *Service) MissionRecent(ctx context.Context, v Viewer, since *time.Time,
 		// was not visible now changed at or after the watermark, later than that.
 		last := changed[n-1]
 		var ties []promptChange
-		tq := v.where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j").
+		tq := v.Where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j").
 			Where("j.updated_at >= ?", last.ChangedAt).Where("j.prompt_id > ?", last.PromptID).
 			GroupExpr("j.prompt_id").Having("max(j.updated_at) = ?", last.ChangedAt).OrderExpr("j.prompt_id")
 		if err := tq.Scan(ctx, &ties); err != nil {
@@ -192,7 +192,7 @@ type promptChange struct {
 }
 
 // missionItems loads prompts with their newest job and that job's response, in ids order.
-func (s *Service) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) ([]MissionItem, error) {
+func (s *Reads) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) ([]MissionItem, error) {
 	var prompts []db.Entity
 	if err := idb.NewSelect().Model(&prompts).Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load prompts: %w", err)
@@ -245,6 +245,6 @@ func derefUUID(u *uuid.UUID) uuid.UUID {
 }
 
 // ReplayEvents returns change-feed events after seq inside scope, oldest first.
-func (s *Service) ReplayEvents(ctx context.Context, after int64, scope feed.Scope, limit int) ([]feed.Event, error) {
+func (s *Reads) ReplayEvents(ctx context.Context, after int64, scope feed.Scope, limit int) ([]feed.Event, error) {
 	return feed.Replay(ctx, s.db, after, scope, limit)
 }

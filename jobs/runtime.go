@@ -21,8 +21,8 @@ import (
 // QueueMaintenance runs the periodic maintenance jobs.
 const QueueMaintenance = "maintenance"
 
-// onlyOne keeps a periodic maintenance job from piling up while one is still waiting or running.
-var onlyOne = river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+// OnlyOne keeps a periodic maintenance job from piling up while one is still waiting or running.
+var OnlyOne = river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
 	rivertype.JobStateRunning, rivertype.JobStateScheduled}}
 
 // RuntimeConfig configures a worker pool.
@@ -86,12 +86,18 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	river.AddWorker(workers, &reclaimWorker{svc: svc})
 	river.AddWorker(workers, &pruneWorker{svc: svc, keep: cfg.EventRetention})
 	river.AddWorker(workers, &pollWorker{svc: svc})
-	addDeliveryWorkers(workers, svc)
+	queues := map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 2}}
+	for _, x := range svc.extensions {
+		x.AddWorkers(workers)
+		for name, q := range x.Queues() {
+			queues[name] = q
+		}
+	}
 	rescueAfter := max(svc.cfg.StaleAfter+time.Minute, cfg.JobTimeout+time.Minute)
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:      id,
 		Logger:  svc.log.With("component", "river"),
-		Queues:  map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 2}, QueueDeliveries: {MaxWorkers: deliveryWorkers}},
+		Queues:  queues,
 		Workers: workers,
 		// River's default job timeout is one minute; prompts need the adapter's 180 s.
 		JobTimeout: cfg.JobTimeout,
@@ -100,26 +106,47 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 		RescueStuckJobsAfter: rescueAfter,
 		FetchCooldown:        20 * time.Millisecond,
 		FetchPollInterval:    500 * time.Millisecond,
-		PeriodicJobs: []*river.PeriodicJob{
+		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReclaimEvery),
 				func() (river.JobArgs, *river.InsertOpts) {
-					return ReclaimArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: onlyOne}
+					return ReclaimArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: OnlyOne}
 				}, &river.PeriodicJobOpts{RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.PollEvery),
 				func() (river.JobArgs, *river.InsertOpts) {
-					return PollArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: onlyOne}
+					return PollArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: OnlyOne}
 				}, nil),
 			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) {
 					return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance}
 				}, nil),
-			deliveryRecoveryJob(svc),
-		},
+		}, extensionJobs(svc)...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: river worker client: %w", err)
 	}
 	return &Runtime{svc: svc, cfg: cfg, client: client, worker: w, id: id}, nil
+}
+
+// Extension is a component that runs River jobs of its own on the prompt worker pools
+// (webhook delivery): NewRuntime adds its workers, queues and periodic jobs.
+type Extension interface {
+	// AddWorkers registers the component's River workers.
+	AddWorkers(workers *river.Workers)
+	// Queues are the River queues the component's workers take jobs from.
+	Queues() map[string]river.QueueConfig
+	// PeriodicJobs are the component's periodic jobs, run by the leader.
+	PeriodicJobs() []*river.PeriodicJob
+}
+
+// Extend adds x to every worker pool built from s from now on.
+func (s *Service) Extend(x Extension) { s.extensions = append(s.extensions, x) }
+
+func extensionJobs(svc *Service) []*river.PeriodicJob {
+	var out []*river.PeriodicJob
+	for _, x := range svc.extensions {
+		out = append(out, x.PeriodicJobs()...)
+	}
+	return out
 }
 
 // ID is this worker process's id, the prefix of its claims.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -15,33 +14,29 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/deferred"
-	"asterion/jobs/feed"
 	"asterion/jobs/governor"
+	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
+	"asterion/jobs/registry"
 	"asterion/jobs/usage"
 )
 
-// Sentinel errors callers branch on.
+// Sentinel errors callers branch on; they are the registry's, so one errors.Is serves both.
 var (
 	// ErrNotFound means no such job or prompt in the caller's view (another org's id included).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = registry.ErrNotFound
 	// ErrConflict means the job's state does not allow the action (cancel a terminal job,
 	// retry a running one).
-	ErrConflict = errors.New("conflict with the job's state")
+	ErrConflict = registry.ErrConflict
 	// ErrIdempotencyConflict means an Idempotency-Key was reused with a different body.
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 	// ErrInvalid wraps a ValidationError.
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid = registry.ErrInvalid
 )
 
 // ValidationError names each field that broke a rule.
-type ValidationError struct{ Fields map[string]string }
-
-func (e *ValidationError) Error() string { return fmt.Sprintf("invalid request: %v", e.Fields) }
-
-// Unwrap lets errors.Is(err, ErrInvalid) match.
-func (e *ValidationError) Unwrap() error { return ErrInvalid }
+type ValidationError = registry.ValidationError
 
 // Config configures the Service.
 type Config struct {
@@ -71,17 +66,19 @@ type Config struct {
 	// Usage, when set, records what every attempt used and refuses the submits of an org
 	// whose budget is spent.
 	Usage *usage.Meter
-	// Delivery configures webhook delivery of succeeded responses (delivery.go).
-	Delivery DeliveryConfig
-	// IntakeYield is the longest a worker of this process delays the start of a job while
-	// submits of this process are in flight, and how long after the last submit its workers'
-	// transactions stay narrowed (see intake); zero never delays or narrows. The command line
-	// sets DefaultIntakeYield unless configured otherwise.
-	IntakeYield time.Duration
+	// Intake configures the intake lane and group commit of this process's submits (package
+	// intake). Its zero value leaves the lane off; the command line sets intake.DefaultYield
+	// unless configured otherwise.
+	Intake intake.Config
 }
 
 // Service is the execution core shared by the API, the workers and the command line.
 type Service struct {
+	// Reads is the read side (lists, counts, details, dashboard series, metrics).
+	*Reads
+	// Operations is the registry's API for the server.
+	*Operations
+
 	cfg    Config
 	db     *bun.DB
 	log    *slog.Logger
@@ -91,14 +88,16 @@ type Service struct {
 	// NotifyCommits).
 	committed func()
 
-	ownersMu sync.RWMutex
-	owners   map[string]Owner
-	stats    PollerStats
+	// reg is the registry of deferred operations; prompt.execute, artifact.delivery and
+	// flow.chain register with it.
+	reg *registry.Registry
 
 	// intake puts this process's submits before its workers' job starts.
-	intake *intake
+	intake intake.Gate
 	// submits gathers concurrent submits into shared transactions.
-	submits *txGroup[SubmitRequest, Submitted]
+	submits *intake.Group[SubmitRequest, Submitted]
+	// extensions add River workers of other components to the worker pools (Extend).
+	extensions []Extension
 	// beats proves every execution of this process alive, one statement per interval.
 	beats *heartbeats
 	// groupFault, when set (by tests), fails the write of a group of n submits.
@@ -148,64 +147,45 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: insert-only river client: %w", err)
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, owners: map[string]Owner{},
-		intake: newIntake(cfg.IntakeYield), beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
-	s.submits = s.newSubmitGroup()
-	s.RegisterOwner(promptOwner{s})
-	s.RegisterOwner(deliveryOwner{s})
-	s.RegisterOwner(chainOwner{s})
+	reg, err := registry.New(registry.Config{DB: cfg.DB, Logger: cfg.Logger, Policy: cfg.Policy})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	in, err := intake.New(cfg.Intake)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg}, Operations: &Operations{reg: reg},
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
+		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
+	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
+		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
+	reg.Register(promptOwner{s})
 	return s, nil
 }
 
 // Provider returns the provider jobs run against.
 func (s *Service) Provider() provider.Provider { return s.cfg.Provider }
 
+// DB returns the database the service writes.
+func (s *Service) DB() *bun.DB { return s.db }
+
+// Logger returns the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
+
 // Viewer is who asks: it decides which jobs and prompts are visible.
-type Viewer struct {
-	OrgID  int64
-	UserID int64
-	// OrgWide sees every job of its org (operators).
-	OrgWide bool
-	// AllOrgs sees every org (admins).
-	AllOrgs bool
-}
+type Viewer = registry.Viewer
 
-// Scope returns the change-feed scope of v.
-func (v Viewer) Scope() feed.Scope {
-	sc := feed.Scope{OrgID: v.OrgID, AllOrgs: v.AllOrgs}
-	if !v.OrgWide && !v.AllOrgs {
-		sc.UserID = v.UserID
-	}
-	return sc
-}
-
-// where limits a query on a table with org_id and created_by columns to what v may see.
-func (v Viewer) where(q *bun.SelectQuery, alias string) *bun.SelectQuery {
-	if v.AllOrgs {
-		return q
-	}
-	q = q.Where(alias+".org_id = ?", v.OrgID)
-	if !v.OrgWide {
-		q = q.Where(alias+".created_by = ?", v.UserID)
-	}
-	return q
-}
-
-// sees reports whether v may see an object of org and creator.
-func (v Viewer) sees(orgID, createdBy int64) bool {
-	if v.AllOrgs {
-		return true
-	}
-	if orgID != v.OrgID {
-		return false
-	}
-	return v.OrgWide || createdBy == v.UserID
-}
+// Registry returns the registry of deferred operations the service's owners registered with.
+func (s *Service) Registry() *registry.Registry { return s.reg }
 
 // NotifyCommits makes f run after every transaction of the service commits. Those are the
 // transactions that write change-feed events; the server points f at its hub, which numbers
 // and delivers them at once instead of at its next probe. Set it before the service is used.
-func (s *Service) NotifyCommits(f func()) { s.committed = f }
+func (s *Service) NotifyCommits(f func()) {
+	s.committed = f
+	s.reg.NotifyCommits(f)
+}
 
 // inTx runs fn in a transaction and, once it has committed, runs the commit hook.
 func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {

@@ -3,6 +3,8 @@ package jobs
 import (
 	"errors"
 	"fmt"
+
+	"asterion/jobs/registry"
 )
 
 // State is a job state (async-execution.md §3).
@@ -69,5 +71,5 @@ func (s State) Terminal() bool {
 const (
 	KindWorkerCrash = "worker_crash"
 	KindStuck       = "stuck"
-	KindExpired     = "expired"
+	KindExpired     = registry.ErrorKindExpired
 )

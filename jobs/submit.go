@@ -19,6 +19,7 @@ import (
 	"asterion/db"
 	"asterion/jobs/deferred"
 	"asterion/jobs/provider"
+	"asterion/jobs/registry"
 )
 
 // Limits of a submitted prompt (CONTRACT.md).
@@ -135,17 +136,17 @@ func (r *SubmitRequest) requestHash() string {
 // nothing.
 //
 // Submits without an Idempotency-Key may share their transaction with concurrent ones (see
-// txGroup); with a key, the key's row decides what happens, in a transaction of its own.
+// intake.Group); with a key, the key's row decides what happens, in a transaction of its own.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
-	defer s.intake.enter()()
+	defer s.intake.Enter()()
 	if req.IdempotencyKey == "" {
 		if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
 			return Submitted{}, err
 		}
-		return s.submits.do(ctx, s, req)
+		return s.submits.Do(ctx, req)
 	}
 	return s.submitOne(ctx, req)
 }
@@ -170,7 +171,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 		if req.ParentID != nil {
 			var parent db.Entity
 			err := tx.NewSelect().Model(&parent).Where("id = ?", *req.ParentID).Scan(ctx)
-			if errors.Is(err, sql.ErrNoRows) || (err == nil && !req.Viewer.sees(parent.OrgID, parent.CreatedBy)) {
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && !req.Viewer.Sees(parent.OrgID, parent.CreatedBy)) {
 				return &ValidationError{Fields: map[string]string{"parent_id": "no such entity visible to you"}}
 			}
 			if err != nil {
@@ -251,21 +252,7 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req Submit
 		return Submitted{}, true, fmt.Errorf("read operation of idempotency key: %w", err)
 	}
 	return Submitted{PromptID: prior.PromptID, JobID: prior.JobID, State: State(job.State),
-		Operation: handleOf(op), Replayed: true}, true, nil
-}
-
-// handleOf rebuilds the handle as it was issued at acceptance.
-func handleOf(op db.Operation) deferred.Handle {
-	subject := map[string]string{}
-	_ = json.Unmarshal(op.Subject, &subject)
-	cancel := deferred.Cancelable(deferred.CancelHref(op.ID))
-	if op.CancelUnavailableReason != nil {
-		cancel = deferred.NotCancelable(*op.CancelUnavailableReason)
-	}
-	return deferred.Handle{OperationID: op.ID, Kind: op.Kind, Owner: op.Owner, Status: deferred.StatusPending,
-		AcceptedAt: deferred.NormalizeTime(op.AcceptedAt), ExpiresAt: deferred.NormalizeTime(op.ExpiresAt),
-		RetryAfterSeconds: op.RetryAfterSeconds, StatusHref: deferred.StatusHref(op.ID), Cancel: cancel,
-		CorrelationID: op.CorrelationID.String(), Subject: subject}
+		Operation: registry.HandleOf(op), Replayed: true}, true, nil
 }
 
 // newJob describes a job to enqueue.
@@ -369,7 +356,7 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 	r.job = db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
 		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
 		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now}
-	if r.op, r.history, err = s.acceptedOperation(handle, nj.orgID, nj.userID, nj.correlation); err != nil {
+	if r.op, r.history, err = s.reg.Accepted(handle, nj.orgID, nj.userID, nj.correlation); err != nil {
 		return queuedRows{}, fmt.Errorf("register operation %s: %w", handle.OperationID, err)
 	}
 	if r.event, err = jobEventRow(r.job, string(deferred.StatusPending)); err != nil {

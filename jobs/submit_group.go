@@ -10,26 +10,15 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/intake"
 )
 
-// Concurrent submits share transactions (see txGroup): one River insert for all their
+// Concurrent submits share transactions (see intake.Group): one River insert for all their
 // vehicles, one statement with one multi-row INSERT per table, one commit. Under light load a
 // submit finds a writer free and has a transaction to itself, as before.
-const (
-	// submitWriters bounds the shared submit transactions in flight at once.
-	submitWriters = 4
-	// submitMax bounds the submits in one transaction.
-	submitMax = 32
-)
 
 // pendingSubmit is one submit waiting for its transaction.
-type pendingSubmit = groupWait[SubmitRequest, Submitted]
-
-// newSubmitGroup is the service's group of submits.
-func (s *Service) newSubmitGroup() *txGroup[SubmitRequest, Submitted] {
-	return &txGroup[SubmitRequest, Submitted]{writers: submitWriters, max: submitMax, write: s.writeSubmits,
-		alone: s.submitOne, what: "submit prompt"}
-}
+type pendingSubmit = intake.Wait[SubmitRequest, Submitted]
 
 // groupedPrompt is one accepted submit of a group on its way to the database.
 type groupedPrompt struct {
@@ -42,8 +31,8 @@ type groupedPrompt struct {
 
 // writeSubmits writes the submits of batch in tx and records each one's outcome: a submit whose
 // parent is not visible gets its validation error and writes nothing; the others are written
-// together (see txGroup).
-func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingSubmit, outcomes []groupOutcome[Submitted]) error {
+// together (see intake.Group).
+func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingSubmit, outcomes []intake.Outcome[Submitted]) error {
 	parents, err := s.parentsOf(ctx, tx, batch)
 	if err != nil {
 		return err
@@ -51,13 +40,13 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 	var prompts []groupedPrompt
 	var vehicles []river.InsertManyParams
 	for i, p := range batch {
-		req := p.req
+		req := p.Req
 		promptID := uuid.New()
 		correlation := promptID
 		if req.ParentID != nil {
 			parent, ok := parents[*req.ParentID]
-			if !ok || !req.Viewer.sees(parent.OrgID, parent.CreatedBy) {
-				outcomes[i] = groupOutcome[Submitted]{err: &ValidationError{Fields: map[string]string{"parent_id": "no such entity visible to you"}}}
+			if !ok || !req.Viewer.Sees(parent.OrgID, parent.CreatedBy) {
+				outcomes[i] = intake.Outcome[Submitted]{Err: &ValidationError{Fields: map[string]string{"parent_id": "no such entity visible to you"}}}
 				continue
 			}
 			correlation = parent.CorrelationID
@@ -117,7 +106,7 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 		return fmt.Errorf("submit %d prompts: %w", len(prompts), err)
 	}
 	for _, gp := range prompts {
-		outcomes[gp.at] = groupOutcome[Submitted]{res: Submitted{PromptID: gp.prompt.ID, JobID: gp.jobID, State: StateQueued,
+		outcomes[gp.at] = intake.Outcome[Submitted]{Res: Submitted{PromptID: gp.prompt.ID, JobID: gp.jobID, State: StateQueued,
 			Operation: gp.rows.handle}}
 	}
 	return nil
@@ -127,8 +116,8 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 func (s *Service) parentsOf(ctx context.Context, tx bun.Tx, batch []*pendingSubmit) (map[uuid.UUID]db.Entity, error) {
 	var ids []uuid.UUID
 	for _, p := range batch {
-		if p.req.ParentID != nil {
-			ids = append(ids, *p.req.ParentID)
+		if p.Req.ParentID != nil {
+			ids = append(ids, *p.Req.ParentID)
 		}
 	}
 	if len(ids) == 0 {

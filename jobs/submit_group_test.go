@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/intake"
 )
 
 // jobTimes reads the created_at of each job: the start of the transaction that wrote it.
@@ -37,7 +38,7 @@ func waitingSubmits(t *testing.T, ctx context.Context, v Viewer, label string, n
 		if err := r.validate(); err != nil {
 			t.Fatal(err)
 		}
-		batch = append(batch, newGroupWait[SubmitRequest, Submitted](ctx, r))
+		batch = append(batch, intake.NewWait[SubmitRequest, Submitted](ctx, r))
 	}
 	return batch
 }
@@ -59,9 +60,7 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 	s, d, org, user := newInternalService(t, "group")
 	ctx := context.Background()
 	// Every flusher looks busy, so the submits queue up.
-	s.submits.mu.Lock()
-	s.submits.active = s.submits.writers
-	s.submits.mu.Unlock()
+	s.submits.Hold()
 	const n = 48
 	subs := make([]Submitted, n)
 	errs := make([]error, n)
@@ -75,9 +74,7 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.submits.mu.Lock()
-		waiting := len(s.submits.pending)
-		s.submits.mu.Unlock()
+		waiting := s.submits.Waiting()
 		if waiting == n {
 			break
 		}
@@ -87,7 +84,7 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// One flusher starts now: it takes them all, submitMax at a time.
-	go s.submits.run(ctx, s)
+	go s.submits.Release(ctx)
 	wg.Wait()
 	ids := make([]uuid.UUID, n)
 	for i := range n {
@@ -151,30 +148,30 @@ func TestGroupAnswersEachSubmitOnItsOwn(t *testing.T) {
 		if err := r.validate(); err != nil {
 			t.Fatal(err)
 		}
-		return newGroupWait[SubmitRequest, Submitted](ctx, r)
+		return intake.NewWait[SubmitRequest, Submitted](ctx, r)
 	}
 	batch := []*pendingSubmit{
 		req(Viewer{OrgID: org, UserID: user}, "child", &other.PromptID),
 		req(Viewer{OrgID: stranger, UserID: strangerUser}, "nosy", &other.PromptID),
 		req(Viewer{OrgID: stranger, UserID: strangerUser}, "alone", nil),
 	}
-	s.submits.flush(ctx, s, batch)
-	child, nosy, alone := <-batch[0].done, <-batch[1].done, <-batch[2].done
+	s.submits.Flush(ctx, batch)
+	child, nosy, alone := <-batch[0].Done(), <-batch[1].Done(), <-batch[2].Done()
 	var verr *ValidationError
-	if !errors.As(nosy.err, &verr) || verr.Fields["parent_id"] == "" {
-		t.Errorf("submit naming another org's parent: %v, want a parent_id validation error", nosy.err)
+	if !errors.As(nosy.Err, &verr) || verr.Fields["parent_id"] == "" {
+		t.Errorf("submit naming another org's parent: %v, want a parent_id validation error", nosy.Err)
 	}
-	if child.err != nil || alone.err != nil {
-		t.Fatalf("the others: %v, %v", child.err, alone.err)
+	if child.Err != nil || alone.Err != nil {
+		t.Fatalf("the others: %v, %v", child.Err, alone.Err)
 	}
 	var prompt db.Entity
-	if err := d.Bun.NewSelect().Model(&prompt).Where("id = ?", child.res.PromptID).Scan(ctx); err != nil {
+	if err := d.Bun.NewSelect().Model(&prompt).Where("id = ?", child.Res.PromptID).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if prompt.ParentID == nil || *prompt.ParentID != other.PromptID || prompt.CorrelationID != other.PromptID {
 		t.Errorf("child prompt: parent %v correlation %s, want both %s", prompt.ParentID, prompt.CorrelationID, other.PromptID)
 	}
-	if times := jobTimes(t, s, []uuid.UUID{child.res.JobID, alone.res.JobID}); len(times) != 2 || distinct(times) != 1 {
+	if times := jobTimes(t, s, []uuid.UUID{child.Res.JobID, alone.Res.JobID}); len(times) != 2 || distinct(times) != 1 {
 		t.Errorf("the two accepted submits: %v, want both written by one transaction", times)
 	}
 	var prompts int
@@ -199,14 +196,14 @@ func TestFailedGroupRetriesEachSubmitAlone(t *testing.T) {
 		return nil
 	}
 	batch := waitingSubmits(t, ctx, Viewer{OrgID: org, UserID: user}, "retried", 3)
-	s.submits.flush(ctx, s, batch)
+	s.submits.Flush(ctx, batch)
 	var ids []uuid.UUID
 	for i, p := range batch {
-		out := <-p.done
-		if out.err != nil {
-			t.Fatalf("submit %d: %v", i, out.err)
+		out := <-p.Done()
+		if out.Err != nil {
+			t.Fatalf("submit %d: %v", i, out.Err)
 		}
-		ids = append(ids, out.res.JobID)
+		ids = append(ids, out.Res.JobID)
 	}
 	if len(groups) != 1 || groups[0] != 3 {
 		t.Errorf("groups written: %v, want one of 3 (then each submit alone)", groups)
@@ -229,11 +226,11 @@ func TestPanickingGroupAnswersEverySubmit(t *testing.T) {
 	ctx := context.Background()
 	s.groupFault = func(int) error { panic("injected panic in a group write") }
 	batch := waitingSubmits(t, ctx, Viewer{OrgID: org, UserID: user}, "panicked", 2)
-	s.submits.flush(ctx, s, batch)
+	s.submits.Flush(ctx, batch)
 	for i, p := range batch {
 		select {
-		case out := <-p.done:
-			if out.err == nil {
+		case out := <-p.Done():
+			if out.Err == nil {
 				t.Errorf("submit %d answered without an error after the panic", i)
 			}
 		case <-time.After(5 * time.Second):

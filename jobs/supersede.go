@@ -10,6 +10,7 @@ import (
 	"asterion/db"
 	"asterion/jobs/deferred"
 	"asterion/jobs/provider"
+	"asterion/jobs/registry"
 )
 
 // Retried is the answer to a retry: the new job and its operation.
@@ -48,7 +49,7 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 			return err
 		}
 		if old.OperationID != nil {
-			if _, err := updateOperation(ctx, tx, nil, *old.OperationID, func(op *db.Operation) {
+			if _, err := registry.UpdateOperation(ctx, tx, nil, *old.OperationID, func(op *db.Operation) {
 				op.SuccessorID = &handle.OperationID
 			}); err != nil {
 				return err

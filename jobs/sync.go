@@ -46,7 +46,7 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 		if err != nil {
 			return err
 		}
-		if _, err := s.recordAccepted(ctx, tx, nil, handle, v.OrgID, v.UserID, promptID); err != nil {
+		if _, err := s.reg.RecordAccepted(ctx, tx, nil, handle, v.OrgID, v.UserID, promptID); err != nil {
 			return err
 		}
 		opts, _ := json.Marshal(req.Options)

@@ -18,6 +18,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/feed"
+	"asterion/jobs/registry"
 )
 
 // change is one conditional state change of a job. Every state write goes through apply, which
@@ -99,7 +100,7 @@ func (ch change) statement() (string, []any) {
 		q.WriteString(promptColumns())
 	}
 	q.WriteString(" FROM moved LEFT JOIN LATERAL (")
-	q.WriteString(strings.Replace(lockOperation, "operation.id = ?", "operation.id = moved.operation_id", 1))
+	q.WriteString(strings.Replace(registry.LockOperation, "operation.id = ?", "operation.id = moved.operation_id", 1))
 	q.WriteString(") AS op ON true")
 	if ch.prompt {
 		q.WriteString(" LEFT JOIN sa_entity AS prompt ON prompt.id = moved.prompt_id")
@@ -108,16 +109,24 @@ func (ch change) statement() (string, []any) {
 }
 
 // movedJob is a job as a change left it, with its registry row (zero when it has none) locked
-// by the same statement, as lockOperation reads it, and its prompt when the change asked.
+// by the same statement, as registry.LockOperation reads it, and its prompt when the change
+// asked.
 type movedJob struct {
 	db.Job
-	Op     db.Operation `bun:"embed:op__"`
-	Prompt db.Entity    `bun:"embed:prompt__"`
+	Op               db.Operation `bun:"embed:op__"`
+	OpOrgWebhookRead bool         `bun:"op__org_webhook_read,scanonly"`
+	OpOrgWebhookURL  *string      `bun:"op__org_webhook_url,scanonly"`
+	Prompt           db.Entity    `bun:"embed:prompt__"`
+}
+
+// locked is the registry row of m as the registry's lock reads it.
+func (m movedJob) locked() registry.Locked {
+	return registry.Locked{Operation: m.Op, OrgWebhookRead: m.OpOrgWebhookRead, OrgWebhookURL: m.OpOrgWebhookURL}
 }
 
 // operationColumns lists the registry row's columns as the op__ columns of movedJob.
 var operationColumns = sync.OnceValue(func() string {
-	return columnsOf[db.Operation]("op", "tx_now", "org_webhook_read", "org_webhook_url")
+	return columnsOf[db.Operation]("op", registry.LockedColumns...)
 })
 
 // promptColumns lists the prompt's columns as the prompt__ columns of movedJob.
@@ -173,7 +182,7 @@ func (s *Service) move(ctx context.Context, tx bun.IDB, ch change) (movedJob, er
 		if moved.Op.ID != *job.OperationID {
 			return movedJob{}, fmt.Errorf("move job %s to %s: operation %s not found", ch.jobID, ch.to, *job.OperationID)
 		}
-		op, err := writeOperation(ctx, tx, b, moved.Op, func(op *db.Operation) {
+		op, err := registry.WriteOperation(ctx, tx, b, moved.locked(), func(op *db.Operation) {
 			was = op.Status
 			op.Status = operationStatusOf(job, op.Status)
 			if ch.to == StateSucceeded {
@@ -186,7 +195,7 @@ func (s *Service) move(ctx context.Context, tx bun.IDB, ch change) (movedJob, er
 		if err != nil {
 			return movedJob{}, err
 		}
-		if err := s.afterOperationChange(ctx, tx, b, was, op); err != nil {
+		if err := s.reg.Settle(ctx, tx, b, was, op); err != nil {
 			return movedJob{}, err
 		}
 		opStatus = op.Status

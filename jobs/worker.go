@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"asterion/jobs/intake"
 )
 
 // Worker is the River worker of prompt jobs.
@@ -51,9 +53,9 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	if err := w.svc.awaitProviderSlot(ctx, rj.Args); err != nil {
 		return err
 	}
-	// Submits of this process first (intake.go): an accepted job loses nothing by waiting.
-	w.svc.intake.yield(ctx)
-	admitted := w.svc.intake.transaction(ctx, laneClaim)
+	// Submits of this process first (package intake): an accepted job loses nothing by waiting.
+	w.svc.intake.Yield(ctx)
+	admitted := w.svc.intake.Transaction(ctx, intake.Claim)
 	res, err := w.svc.claim(ctx, rj.Args.JobID, rj.ID, w.workerID)
 	admitted()
 	if err != nil {

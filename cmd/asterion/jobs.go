@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
+	"asterion/jobs/delivery"
 	"asterion/jobs/governor"
+	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 	jobusage "asterion/jobs/usage"
@@ -53,7 +56,7 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 		jobTimeout:   dur("ASTERION_JOB_TIMEOUT", provider.DefaultOpenAITimeout+30*time.Second),
 		maxTTL:       dur("ASTERION_OPERATION_MAX_TTL", deferred.DefaultMaxTTL),
 		workers:      10,
-		intakeYield:  jobs.DefaultIntakeYield,
+		intakeYield:  intake.DefaultYield,
 	}
 	if v := c.getenv("ASTERION_INTAKE_YIELD"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -106,9 +109,22 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	if err != nil {
 		return nil, err
 	}
-	return jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
+	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
-		IntakeYield: st.intakeYield, Output: out, Usage: meter, Governor: gov})
+		Intake: intake.Config{Yield: st.intakeYield}, Output: out, Usage: meter, Governor: gov})
+	if err != nil {
+		return nil, err
+	}
+	// Every process that settles operations resumes chains, accepts the deliveries of
+	// completed prompts, and answers for both kinds to the poller; worker pools built from svc
+	// send the deliveries.
+	if _, err := chain.New(chain.Config{Jobs: svc}); err != nil {
+		return nil, err
+	}
+	if _, err := delivery.New(delivery.Config{Jobs: svc}); err != nil {
+		return nil, err
+	}
+	return svc, nil
 }
 
 // newRuntime builds a worker pool.

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"asterion/jobs"
+	"asterion/jobs/intake"
 )
 
 // TestIntakeYieldSetting: ASTERION_INTAKE_YIELD takes 0 (never yield) up to one minute; the
-// default is jobs.DefaultIntakeYield; anything else is refused with the variable's name.
+// default is intake.DefaultYield; anything else is refused with the variable's name.
 func TestIntakeYieldSetting(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -17,7 +17,7 @@ func TestIntakeYieldSetting(t *testing.T) {
 		want    time.Duration
 		refused bool
 	}{
-		{"", jobs.DefaultIntakeYield, false},
+		{"", intake.DefaultYield, false},
 		{"0", 0, false},
 		{"250ms", 250 * time.Millisecond, false},
 		{"1m", time.Minute, false},

@@ -1,14 +1,14 @@
-package jobs
+package intake
 
 import (
 	"context"
 	"sync"
 )
 
-// lane admits at most width holders at once. Waiters are served in two classes: every waiting
+// Lane admits at most width holders at once. Waiters are served in two classes: every waiting
 // finish before any waiting claim, each class first come first served. A finish ends work
 // already started (and settles a job a client is watching); a claim only starts more.
-type lane struct {
+type Lane struct {
 	width int
 
 	mu   sync.Mutex
@@ -17,20 +17,24 @@ type lane struct {
 	waiting [2][]chan struct{}
 }
 
-// laneClass is a kind of lane waiter; classes are served in the order of their values.
-type laneClass int
+// Class is a kind of lane waiter; classes are served in the order of their values.
+type Class int
 
+// The classes of lane waiters.
 const (
-	laneFinish laneClass = iota
-	laneClaim
+	// Finish is a transaction that ends work already started.
+	Finish Class = iota
+	// Claim is a transaction that starts more work.
+	Claim
 )
 
-func newLane(width int) *lane { return &lane{width: max(width, 1)} }
+// NewLane returns a lane of width places (at least one).
+func NewLane(width int) *Lane { return &Lane{width: max(width, 1)} }
 
-// enter waits for a place in the lane and returns its release. When ctx ends first it returns
+// Enter waits for a place in the lane and returns its release. When ctx ends first it returns
 // at once with a release that does nothing: the caller goes on unadmitted rather than fail
 // work it is already doing (a worker finalising after its context ended must still write).
-func (l *lane) enter(ctx context.Context, class laneClass) (release func()) {
+func (l *Lane) Enter(ctx context.Context, class Class) (release func()) {
 	l.mu.Lock()
 	if l.busy < l.width {
 		l.busy++
@@ -58,7 +62,7 @@ func (l *lane) enter(ctx context.Context, class laneClass) (release func()) {
 }
 
 // leave hands the place to the first waiter, finishes first, or frees it.
-func (l *lane) leave() {
+func (l *Lane) leave() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.waiting {

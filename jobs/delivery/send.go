@@ -1,4 +1,4 @@
-package jobs
+package delivery
 
 import (
 	"bytes"
@@ -22,12 +22,14 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/registry"
 )
 
-// DeliveryBody is the JSON body of a delivery request (schema asterion.delivery.v1). The
+// Body is the JSON body of a delivery request (schema asterion.delivery.v1). The
 // same delivery always sends the same bytes, on every attempt.
-type DeliveryBody struct {
+type Body struct {
 	Schema      string    `json:"schema"`
 	DeliveryID  uuid.UUID `json:"delivery_id"`
 	OperationID uuid.UUID `json:"operation_id"`
@@ -38,17 +40,29 @@ type DeliveryBody struct {
 	CreatedAt   string    `json:"created_at"`
 }
 
-// SignDelivery returns the X-Asterion-Signature value of body under secret:
+// Sign returns the X-Asterion-Signature value of body under secret:
 // "sha256=" and the lowercase hex HMAC-SHA256.
-func SignDelivery(secret string, body []byte) string {
+func Sign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// deliveryStart is what beginDelivery decided.
-type deliveryStart struct {
-	outcome claimOutcome
+// beginOutcome says what begin decided to do with a vehicle.
+type beginOutcome int
+
+const (
+	// beginSend: the delivery is in flight under a fresh token; send it.
+	beginSend beginOutcome = iota
+	// beginDrop: nothing to send (terminal, cancelled, or a stale vehicle); end the vehicle.
+	beginDrop
+	// beginWait: not due yet, or another execution may still be sending it; look again later.
+	beginWait
+)
+
+// attemptStart is what begin decided.
+type attemptStart struct {
+	outcome beginOutcome
 	wait    time.Duration
 	reason  string
 	d       Delivery
@@ -57,55 +71,55 @@ type deliveryStart struct {
 	secret  string
 }
 
-// runDelivery makes one attempt of a delivery and translates the outcome for River: a final
+// run makes one attempt of a delivery and translates the outcome for River: a final
 // outcome ends the vehicle, a retry snoozes it until the backoff has passed (River does not
 // count a snooze as an attempt; the ledger's attempts is the one counter).
-func (s *Service) runDelivery(ctx context.Context, id uuid.UUID, riverJobID int64) error {
-	b, err := s.beginDelivery(ctx, id, riverJobID)
+func (ds *Deliveries) run(ctx context.Context, id uuid.UUID, riverJobID int64) error {
+	b, err := ds.begin(ctx, id, riverJobID)
 	if err != nil {
 		return fmt.Errorf("begin delivery %s: %w", id, err)
 	}
 	switch b.outcome {
-	case claimDrop:
+	case beginDrop:
 		return river.JobCancel(errors.New(b.reason))
-	case claimWait:
+	case beginWait:
 		return river.JobSnooze(max(b.wait, 0))
 	}
-	code, sendErr := s.sendDelivery(ctx, b)
+	code, sendErr := ds.send(ctx, b)
 	interrupted := sendErr != nil && ctx.Err() != nil
 	// Recording the outcome must happen even when the worker's context has just ended.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	end, err := s.finishDelivery(fctx, b, code, sendErr, interrupted)
+	end, err := ds.finish(fctx, b, code, sendErr, interrupted)
 	if err != nil {
 		return fmt.Errorf("finish delivery %s: %w", id, err)
 	}
 	switch {
 	case end.dropped:
 		return river.JobCancel(errors.New("the delivery is no longer in flight under this execution"))
-	case end.state == DeliveryRetryable:
+	case end.state == Retryable:
 		return river.JobSnooze(max(end.wait, 0))
 	}
 	return nil
 }
 
-// beginDelivery marks the delivery in flight under a fresh token (attempts+1, one attempt
+// begin marks the delivery in flight under a fresh token (attempts+1, one attempt
 // row, the registry row running and not cancelable) and returns what to send; or says to drop
 // the vehicle or to wait.
-func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID int64) (deliveryStart, error) {
-	cfg := s.deliveryCfg()
-	var out deliveryStart
-	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+func (ds *Deliveries) begin(ctx context.Context, id uuid.UUID, riverJobID int64) (attemptStart, error) {
+	cfg := ds.cfg
+	var out attemptStart
+	err := ds.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var opID uuid.UUID
 		err := tx.NewSelect().Model((*Delivery)(nil)).Column("operation_id").Where("id = ?", id).Scan(ctx, &opID)
 		if errors.Is(err, sql.ErrNoRows) {
-			out = deliveryStart{outcome: claimDrop, reason: "no such delivery"}
+			out = attemptStart{outcome: beginDrop, reason: "no such delivery"}
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		// Lock order everywhere: the ledger row, then the registry row (recordStatus), the order
+		// Lock order everywhere: the ledger row, then the registry row (registry.Record), the order
 		// of the registry's own cancel and poll paths (work first, then registry).
 		var op db.Operation
 		if err := tx.NewSelect().Model(&op).Where("id = ?", opID).Scan(ctx); err != nil {
@@ -117,7 +131,7 @@ func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID in
 		}
 		switch {
 		case d.RiverJobID == nil || *d.RiverJobID != riverJobID:
-			out = deliveryStart{outcome: claimDrop, reason: "stale vehicle: the delivery moved to another river job"}
+			out = attemptStart{outcome: beginDrop, reason: "stale vehicle: the delivery moved to another river job"}
 			return nil
 		case deferred.Status(op.Status).Terminal():
 			// The registry settled it (expired while in flight, say): the ledger follows, so
@@ -125,37 +139,37 @@ func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID in
 			if err := closeLedgerAfter(ctx, tx, d, op.Status); err != nil {
 				return err
 			}
-			out = deliveryStart{outcome: claimDrop, reason: "the delivery operation is " + op.Status}
+			out = attemptStart{outcome: beginDrop, reason: "the delivery operation is " + op.Status}
 			return nil
 		}
-		now, err := txNow(ctx, tx)
+		now, err := registry.TxNow(ctx, tx)
 		if err != nil {
 			return err
 		}
 		switch d.State {
-		case DeliveryAccepted, DeliveryRetryable:
+		case Accepted, Retryable:
 			if d.NextAttemptAt.After(now) {
-				out = deliveryStart{outcome: claimWait, wait: d.NextAttemptAt.Sub(now)}
+				out = attemptStart{outcome: beginWait, wait: d.NextAttemptAt.Sub(now)}
 				return nil
 			}
-		case DeliveryInFlight:
+		case InFlight:
 			if age := now.Sub(*d.InFlightSince); age < cfg.Lease {
-				out = deliveryStart{outcome: claimWait, wait: cfg.Lease - age, reason: "another execution is sending it"}
+				out = attemptStart{outcome: beginWait, wait: cfg.Lease - age, reason: "another execution is sending it"}
 				return nil
 			}
 			// The execution that marked it died while its request was in flight: the receiver
 			// may or may not have it. It is sent again with the same delivery id.
-			if _, err := tx.NewUpdate().Model((*DeliveryAttempt)(nil)).Set("finished_at = ?", now).
+			if _, err := tx.NewUpdate().Model((*Attempt)(nil)).Set("finished_at = ?", now).
 				Set("outcome = 'interrupted'").Set("error = ?", "the execution sending it ended before recording an answer").
 				Where("delivery_id = ? AND attempt = ? AND finished_at IS NULL", d.ID, d.Attempts).Exec(ctx); err != nil {
 				return fmt.Errorf("close interrupted attempt: %w", err)
 			}
 		default:
-			out = deliveryStart{outcome: claimDrop, reason: "the delivery is " + d.State}
+			out = attemptStart{outcome: beginDrop, reason: "the delivery is " + d.State}
 			return nil
 		}
 		if d.Attempts >= d.MaxAttempts {
-			return s.settleDeliveryTx(ctx, tx, &d, now, DeliveryFailed, nil, "retries_exhausted",
+			return ds.settleTx(ctx, tx, &d, now, Failed, nil, "retries_exhausted",
 				fmt.Sprintf("gave up after %d attempts", d.Attempts), &out)
 		}
 		var org db.Org
@@ -163,49 +177,49 @@ func (s *Service) beginDelivery(ctx context.Context, id uuid.UUID, riverJobID in
 			return fmt.Errorf("read webhook secret: %w", err)
 		}
 		if org.WebhookSecret == nil || *org.WebhookSecret == "" {
-			return s.settleDeliveryTx(ctx, tx, &d, now, DeliveryFailed, nil, "webhook_unsigned",
+			return ds.settleTx(ctx, tx, &d, now, Failed, nil, "webhook_unsigned",
 				"the org has no webhook secret to sign the delivery with", &out)
 		}
 		var resp db.Entity
 		err = tx.NewSelect().Model(&resp).Column("body", "created_at").Where("id = ?", d.ResponseID).Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
-			return s.settleDeliveryTx(ctx, tx, &d, now, DeliveryFailed, nil, "response_missing",
+			return ds.settleTx(ctx, tx, &d, now, Failed, nil, "response_missing",
 				"the response to deliver no longer exists", &out)
 		}
 		if err != nil {
 			return fmt.Errorf("read response: %w", err)
 		}
-		body, err := json.Marshal(DeliveryBody{Schema: DeliverySchema, DeliveryID: d.ID, OperationID: d.OperationID,
+		body, err := json.Marshal(Body{Schema: Schema, DeliveryID: d.ID, OperationID: d.OperationID,
 			PromptID: d.PromptID, JobID: d.JobID, ResponseID: d.ResponseID, Text: resp.Body,
 			CreatedAt: deferred.FormatTime(resp.CreatedAt)})
 		if err != nil {
 			return err
 		}
 		token := randomToken()
-		if _, err := tx.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", DeliveryInFlight).
+		if _, err := tx.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", InFlight).
 			Set("attempts = attempts + 1").Set("in_flight_since = ?", now).Set("in_flight_token = ?", token).
 			Where("id = ?", d.ID).Exec(ctx); err != nil {
 			return fmt.Errorf("mark delivery in flight: %w", err)
 		}
 		d.Attempts++
-		if _, err := tx.NewInsert().Model(&DeliveryAttempt{DeliveryID: d.ID, Attempt: d.Attempts, StartedAt: now}).
+		if _, err := tx.NewInsert().Model(&Attempt{DeliveryID: d.ID, Attempt: d.Attempts, StartedAt: now}).
 			Exec(ctx); err != nil {
 			return fmt.Errorf("record attempt %d: %w", d.Attempts, err)
 		}
-		if _, err := s.recordStatus(ctx, tx, op.ID, Report{Status: deferred.StatusRunning,
-			CancelUnavailable: DeliveryInFlightReason}); err != nil {
+		if _, err := ds.reg.Record(ctx, tx, op.ID, registry.Report{Status: deferred.StatusRunning,
+			CancelUnavailable: InFlightReason}); err != nil {
 			return err
 		}
-		out = deliveryStart{outcome: claimed, d: d, token: token, body: body, secret: *org.WebhookSecret}
+		out = attemptStart{outcome: beginSend, d: d, token: token, body: body, secret: *org.WebhookSecret}
 		return nil
 	})
 	return out, err
 }
 
-// sendDelivery POSTs the body once and returns the status code, or the error of a request
+// send POSTs the body once and returns the status code, or the error of a request
 // that got no answer.
-func (s *Service) sendDelivery(ctx context.Context, b deliveryStart) (int, error) {
-	cfg := s.deliveryCfg()
+func (ds *Deliveries) send(ctx context.Context, b attemptStart) (int, error) {
+	cfg := ds.cfg
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, b.d.URL, bytes.NewReader(b.body))
@@ -214,9 +228,9 @@ func (s *Service) sendDelivery(ctx context.Context, b deliveryStart) (int, error
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "asterion-delivery/1")
-	req.Header.Set(HeaderDeliveryID, b.d.ID.String())
-	req.Header.Set(HeaderDeliverySignature, SignDelivery(b.secret, b.body))
-	req.Header.Set(HeaderDeliveryAttempt, fmt.Sprint(b.d.Attempts))
+	req.Header.Set(HeaderID, b.d.ID.String())
+	req.Header.Set(HeaderSignature, Sign(b.secret, b.body))
+	req.Header.Set(HeaderAttempt, fmt.Sprint(b.d.Attempts))
 	resp, err := cfg.Client.Do(req)
 	if err != nil {
 		return 0, err
@@ -226,20 +240,20 @@ func (s *Service) sendDelivery(ctx context.Context, b deliveryStart) (int, error
 	return resp.StatusCode, nil
 }
 
-// deliveryEnd is what finishDelivery recorded.
-type deliveryEnd struct {
+// attemptEnd is what finish recorded.
+type attemptEnd struct {
 	state   string
 	wait    time.Duration
 	dropped bool
 }
 
-// finishDelivery records the outcome of one attempt, only while the delivery is still in
+// finish records the outcome of one attempt, only while the delivery is still in
 // flight under the attempt's token; otherwise the attempt is recorded as late and nothing else
 // changes.
-func (s *Service) finishDelivery(ctx context.Context, b deliveryStart, code int, sendErr error, interrupted bool) (deliveryEnd, error) {
-	cfg := s.deliveryCfg()
-	var out deliveryEnd
-	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+func (ds *Deliveries) finish(ctx context.Context, b attemptStart, code int, sendErr error, interrupted bool) (attemptEnd, error) {
+	cfg := ds.cfg
+	var out attemptEnd
+	err := ds.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var op db.Operation
 		if err := tx.NewSelect().Model(&op).Where("id = ?", b.d.OperationID).Scan(ctx); err != nil {
 			return fmt.Errorf("read delivery operation: %w", err)
@@ -248,11 +262,11 @@ func (s *Service) finishDelivery(ctx context.Context, b deliveryStart, code int,
 		if err := tx.NewSelect().Model(&d).Where("id = ?", b.d.ID).For("UPDATE").Scan(ctx); err != nil {
 			return fmt.Errorf("lock delivery: %w", err)
 		}
-		now, err := txNow(ctx, tx)
+		now, err := registry.TxNow(ctx, tx)
 		if err != nil {
 			return err
 		}
-		state, kind, msg, outcome := DeliveryDelivered, "", "", DeliveryDelivered
+		state, kind, msg, outcome := Delivered, "", "", Delivered
 		var codep *int
 		if sendErr == nil {
 			codep = &code
@@ -260,25 +274,25 @@ func (s *Service) finishDelivery(ctx context.Context, b deliveryStart, code int,
 		switch {
 		case sendErr == nil && code >= 200 && code < 300:
 		case sendErr == nil && (code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests):
-			state, outcome, msg = DeliveryRetryable, "retry", fmt.Sprintf("the receiver answered %d %s", code, http.StatusText(code))
+			state, outcome, msg = Retryable, "retry", fmt.Sprintf("the receiver answered %d %s", code, http.StatusText(code))
 		case sendErr == nil:
-			state, outcome, kind = DeliveryFailed, DeliveryFailed, fmt.Sprintf("receiver_%dxx", code/100)
+			state, outcome, kind = Failed, Failed, fmt.Sprintf("receiver_%dxx", code/100)
 			msg = fmt.Sprintf("the receiver answered %d %s", code, http.StatusText(code))
 		case interrupted:
-			state, outcome, msg = DeliveryRetryable, "interrupted", "the request was interrupted when the worker stopped"
+			state, outcome, msg = Retryable, "interrupted", "the request was interrupted when the worker stopped"
 		default:
-			state, outcome, msg = DeliveryRetryable, "retry", describeSendError(sendErr, cfg.Timeout)
+			state, outcome, msg = Retryable, "retry", describeSendError(sendErr, cfg.Timeout)
 		}
 		attemptMsg := msg
 		next := now
-		if state == DeliveryRetryable && deferred.Status(op.Status).Terminal() {
+		if state == Retryable && deferred.Status(op.Status).Terminal() {
 			// The registry settled it while the request was in flight: no retry follows.
 			state, kind = ledgerStateAfter(op.Status), "operation_"+op.Status
 			msg = "the operation was " + op.Status + " while the request was in flight; the last: " + msg
 		}
-		if state == DeliveryRetryable {
+		if state == Retryable {
 			if d.Attempts >= d.MaxAttempts {
-				state, kind = DeliveryFailed, "retries_exhausted"
+				state, kind = Failed, "retries_exhausted"
 				msg = fmt.Sprintf("gave up after %d attempts; the last: %s", d.Attempts, msg)
 			} else if !interrupted {
 				next = now.Add(cfg.Backoff(d.Attempts))
@@ -288,20 +302,20 @@ func (s *Service) finishDelivery(ctx context.Context, b deliveryStart, code int,
 		if attemptMsg != "" {
 			errp = &attemptMsg
 		}
-		if d.State != DeliveryInFlight || d.InFlightToken == nil || *d.InFlightToken != b.token {
+		if d.State != InFlight || d.InFlightToken == nil || *d.InFlightToken != b.token {
 			out.dropped = true
-			_, err := tx.NewUpdate().Model((*DeliveryAttempt)(nil)).Set("finished_at = ?", now).Set("outcome = 'late'").
+			_, err := tx.NewUpdate().Model((*Attempt)(nil)).Set("finished_at = ?", now).Set("outcome = 'late'").
 				Set("status_code = ?", codep).Set("error = ?", errp).
 				Where("delivery_id = ? AND attempt = ? AND finished_at IS NULL", d.ID, b.d.Attempts).Exec(ctx)
 			return err
 		}
-		if _, err := tx.NewUpdate().Model((*DeliveryAttempt)(nil)).Set("finished_at = ?", now).Set("outcome = ?", outcome).
+		if _, err := tx.NewUpdate().Model((*Attempt)(nil)).Set("finished_at = ?", now).Set("outcome = ?", outcome).
 			Set("status_code = ?", codep).Set("error = ?", errp).
 			Where("delivery_id = ? AND attempt = ?", d.ID, d.Attempts).Exec(ctx); err != nil {
 			return fmt.Errorf("record attempt %d: %w", d.Attempts, err)
 		}
-		var ignored deliveryStart
-		if err := s.settleDeliveryTx(ctx, tx, &d, next, state, codep, kind, msg, &ignored); err != nil {
+		var ignored attemptStart
+		if err := ds.settleTx(ctx, tx, &d, next, state, codep, kind, msg, &ignored); err != nil {
 			return err
 		}
 		out.state, out.wait = state, next.Sub(now)
@@ -310,10 +324,10 @@ func (s *Service) finishDelivery(ctx context.Context, b deliveryStart, code int,
 	return out, err
 }
 
-// settleDeliveryTx writes the ledger row's new state (clearing the in-flight marker) and
+// settleTx writes the ledger row's new state (clearing the in-flight marker) and
 // mirrors it onto the registry row, unless that is already terminal. For a final state it
 // tells the vehicle to stop through out.
-func (s *Service) settleDeliveryTx(ctx context.Context, tx bun.Tx, d *Delivery, next time.Time, state string, code *int, kind, msg string, out *deliveryStart) error {
+func (ds *Deliveries) settleTx(ctx context.Context, tx bun.Tx, d *Delivery, next time.Time, state string, code *int, kind, msg string, out *attemptStart) error {
 	q := tx.NewUpdate().Model((*Delivery)(nil)).Set("state = ?", state).Set("in_flight_since = NULL").
 		Set("in_flight_token = NULL").Set("next_attempt_at = ?", next).Where("id = ?", d.ID)
 	if code != nil {
@@ -325,19 +339,19 @@ func (s *Service) settleDeliveryTx(ctx context.Context, tx bun.Tx, d *Delivery, 
 	if kind != "" {
 		q = q.Set("error_kind = ?", kind)
 	}
-	if state != DeliveryRetryable {
+	if state != Retryable {
 		q = q.Set("finished_at = now()")
 	}
 	if err := q.Returning("*").Scan(ctx, d); err != nil {
 		return fmt.Errorf("record delivery %s %s: %w", d.ID, state, err)
 	}
-	if _, err := s.recordStatus(ctx, tx, d.OperationID, deliveryReport(*d)); err != nil {
+	if _, err := ds.reg.Record(ctx, tx, d.OperationID, report(*d)); err != nil {
 		return err
 	}
-	if state != DeliveryRetryable {
-		*out = deliveryStart{outcome: claimDrop, reason: "the delivery " + state + ": " + msg}
+	if state != Retryable {
+		*out = attemptStart{outcome: beginDrop, reason: "the delivery " + state + ": " + msg}
 	}
-	return audit(ctx, tx, d.OrgID, nil, "delivery", "delivery.attempt", "delivery", d.ID.String(),
+	return jobs.Audit(ctx, tx, d.OrgID, nil, "delivery", "delivery.attempt", "delivery", d.ID.String(),
 		map[string]any{"attempt": d.Attempts, "state": state, "status_code": code})
 }
 
@@ -346,24 +360,24 @@ func (s *Service) settleDeliveryTx(ctx context.Context, tx bun.Tx, d *Delivery, 
 func ledgerStateAfter(status string) string {
 	switch deferred.Status(status) {
 	case deferred.StatusExpired:
-		return DeliveryExpired
+		return Expired
 	case deferred.StatusCancelled:
-		return DeliveryCancelled
+		return Cancelled
 	case deferred.StatusCompleted:
-		return DeliveryDelivered
+		return Delivered
 	}
-	return DeliveryFailed
+	return Failed
 }
 
 // closeLedgerAfter ends an open ledger row of an operation the registry has settled.
 func closeLedgerAfter(ctx context.Context, tx bun.Tx, d Delivery, status string) error {
 	switch d.State {
-	case DeliveryAccepted, DeliveryRetryable, DeliveryInFlight:
+	case Accepted, Retryable, InFlight:
 	default:
 		return nil
 	}
-	if d.State == DeliveryInFlight {
-		if _, err := tx.NewUpdate().Model((*DeliveryAttempt)(nil)).Set("finished_at = now()").Set("outcome = 'interrupted'").
+	if d.State == InFlight {
+		if _, err := tx.NewUpdate().Model((*Attempt)(nil)).Set("finished_at = now()").Set("outcome = 'interrupted'").
 			Set("error = ?", "the operation was "+status+" before an answer was recorded").
 			Where("delivery_id = ? AND attempt = ? AND finished_at IS NULL", d.ID, d.Attempts).Exec(ctx); err != nil {
 			return fmt.Errorf("close attempt of delivery %s: %w", d.ID, err)
@@ -398,90 +412,10 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// RecoverDeliveries gives a new River job to every open delivery whose vehicle is gone: an
-// accepted or retryable one whose River job is missing or finished, and an in-flight one
-// whose marker is older than the lease (the execution holding it died) and whose River job
-// will not run again by itself. It returns how many it re-enqueued.
-func (s *Service) RecoverDeliveries(ctx context.Context) (int, error) {
-	cfg := s.deliveryCfg()
-	lease := fmt.Sprintf("%d milliseconds", cfg.Lease.Milliseconds())
-	n := 0
-	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		var lost []Delivery
-		if err := tx.NewSelect().Model(&lost).
-			Where("delivery.state IN (?)", bun.In([]string{DeliveryAccepted, DeliveryRetryable, DeliveryInFlight})).
-			Where(`CASE WHEN delivery.state = 'in_flight' THEN
-				delivery.in_flight_since < now() - ?::interval AND NOT EXISTS (SELECT 1 FROM river_job r
-					WHERE r.id = delivery.river_job_id AND r.state IN ('available', 'scheduled', 'retryable', 'pending'))
-			ELSE NOT EXISTS (SELECT 1 FROM river_job r
-				WHERE r.id = delivery.river_job_id AND r.state IN ('available', 'scheduled', 'retryable', 'pending', 'running'))
-			END`, lease).
-			Where("NOT EXISTS (SELECT 1 FROM sa_operation o WHERE o.id = delivery.operation_id AND o.terminal_at IS NOT NULL)").
-			OrderExpr("delivery.next_attempt_at").Limit(200).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
-			return fmt.Errorf("find deliveries to recover: %w", err)
-		}
-		for _, d := range lost {
-			ins, err := s.insert.InsertTx(ctx, tx.Tx, DeliverArgs{DeliveryID: d.ID}, deliveryInsertOpts())
-			if err != nil {
-				return fmt.Errorf("re-enqueue delivery %s: %w", d.ID, err)
-			}
-			if _, err := tx.NewUpdate().Model((*Delivery)(nil)).Set("river_job_id = ?", ins.Job.ID).
-				Where("id = ?", d.ID).Exec(ctx); err != nil {
-				return fmt.Errorf("re-enqueue delivery %s: %w", d.ID, err)
-			}
-			s.log.Info("recovered a delivery whose river job was gone", "delivery_id", d.ID, "state", d.State,
-				"river_job_id", ins.Job.ID)
-			n++
-		}
-		return nil
-	})
-	return n, err
-}
-
-// deliveryWorkers is how many deliveries one worker pool sends at once.
-const deliveryWorkers = 4
-
-// deliveryWorker is the River worker of artifact.deliver jobs.
-type deliveryWorker struct {
-	river.WorkerDefaults[DeliverArgs]
-	svc *Service
-}
-
-// Timeout leaves room for the request and the two short transactions around it.
-func (w *deliveryWorker) Timeout(*river.Job[DeliverArgs]) time.Duration {
-	return w.svc.deliveryCfg().Timeout + 30*time.Second
-}
-
-func (w *deliveryWorker) Work(ctx context.Context, rj *river.Job[DeliverArgs]) error {
-	return w.svc.runDelivery(ctx, rj.Args.DeliveryID, rj.ID)
-}
-
-// RecoverDeliveriesArgs is the periodic delivery recovery job.
-type RecoverDeliveriesArgs struct{}
-
-// Kind is the River job kind.
-func (RecoverDeliveriesArgs) Kind() string { return "asterion.recover_deliveries" }
-
-type recoverDeliveriesWorker struct {
-	river.WorkerDefaults[RecoverDeliveriesArgs]
-	svc *Service
-}
-
-func (w *recoverDeliveriesWorker) Work(ctx context.Context, _ *river.Job[RecoverDeliveriesArgs]) error {
-	_, err := w.svc.RecoverDeliveries(ctx)
-	return err
-}
-
-// addDeliveryWorkers registers the delivery workers on a worker pool (runtime.go).
-func addDeliveryWorkers(workers *river.Workers, svc *Service) {
-	river.AddWorker(workers, &deliveryWorker{svc: svc})
-	river.AddWorker(workers, &recoverDeliveriesWorker{svc: svc})
-}
-
-// deliveryRecoveryJob is the leader's periodic RecoverDeliveries, run on start too (runtime.go).
-func deliveryRecoveryJob(svc *Service) *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(svc.deliveryCfg().RecoverEvery),
-		func() (river.JobArgs, *river.InsertOpts) {
-			return RecoverDeliveriesArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: onlyOne}
-		}, &river.PeriodicJobOpts{RunOnStart: true})
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }

@@ -1,4 +1,4 @@
-package jobs_test
+package chain_test
 
 import (
 	"context"
@@ -13,14 +13,15 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 )
 
 // submitChain submits a chain as the env's member and fails the test on error.
-func (e *tenv) submitChain(req jobs.ChainRequest) jobs.ChainAccepted {
+func (e *tenv) submitChain(req chain.Request) chain.Accepted {
 	e.t.Helper()
 	req.Viewer = e.v
-	out, err := e.s.SubmitChain(context.Background(), req)
+	out, err := e.c.Submit(context.Background(), req)
 	if err != nil {
 		e.t.Fatalf("SubmitChain: %v", err)
 	}
@@ -28,12 +29,12 @@ func (e *tenv) submitChain(req jobs.ChainRequest) jobs.ChainAccepted {
 }
 
 // waitChain waits until the chain is in one of states.
-func (e *tenv) waitChain(id uuid.UUID, timeout time.Duration, states ...string) jobs.ChainDetail {
+func (e *tenv) waitChain(id uuid.UUID, timeout time.Duration, states ...string) chain.Detail {
 	e.t.Helper()
-	var d jobs.ChainDetail
+	var d chain.Detail
 	waitFor(e.t, timeout, "chain "+id.String()+" to be "+strings.Join(states, "|"), func() bool {
 		var err error
-		d, err = e.s.GetChain(context.Background(), e.v, id)
+		d, err = e.c.Get(context.Background(), e.v, id)
 		if err != nil {
 			e.t.Fatalf("GetChain: %v", err)
 		}
@@ -56,10 +57,10 @@ func (e *tenv) entity(id uuid.UUID) db.Entity {
 	return en
 }
 
-func steps(texts ...string) []jobs.ChainStep {
-	out := make([]jobs.ChainStep, len(texts))
+func steps(texts ...string) []chain.Step {
+	out := make([]chain.Step, len(texts))
 	for i, t := range texts {
-		out[i] = jobs.ChainStep{Prompt: t, IncludePrevious: i > 0}
+		out[i] = chain.Step{Prompt: t, IncludePrevious: i > 0}
 	}
 	return out
 }
@@ -69,18 +70,18 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 	e := newEnv(t, instantSim())
 	startRuntime(t, e, e.s, 4)
 	start := time.Now()
-	acc := e.submitChain(jobs.ChainRequest{Steps: steps("alpha", "beta", "gamma")})
+	acc := e.submitChain(chain.Request{Steps: steps("alpha", "beta", "gamma")})
 	h := validHandleDoc(t, acc.Operation)
-	if acc.Rejected || h["kind"] != jobs.KindFlowChain || h["status"] != "running" || h["cancel_href"] == nil {
+	if acc.Rejected || h["kind"] != chain.Kind || h["status"] != "running" || h["cancel_href"] == nil {
 		t.Fatalf("accepted chain handle %v", h)
 	}
-	if want := deferred.OperationID(jobs.KindFlowChain, jobs.OwnerChainRuntime,
+	if want := deferred.OperationID(chain.Kind, chain.OwnerName,
 		map[string]string{"chain_id": acc.Chain.ID.String()}, ""); acc.Operation.OperationID != want {
 		t.Errorf("chain operation id %s, want the deterministic %s", acc.Operation.OperationID, want)
 	}
-	d := e.waitChain(acc.Chain.ID, 20*time.Second, jobs.ChainCompleted, jobs.ChainFailed)
+	d := e.waitChain(acc.Chain.ID, 20*time.Second, chain.Completed, chain.Failed)
 	t.Logf("three steps ran in %s", time.Since(start))
-	if d.Chain.State != jobs.ChainCompleted {
+	if d.Chain.State != chain.Completed {
 		t.Fatalf("chain %s: %s", d.Chain.State, d.Chain.Diagnostic)
 	}
 	var responses []uuid.UUID
@@ -146,12 +147,12 @@ func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	startRuntime(t, e, e.s, 4)
-	acc := e.submitChain(jobs.ChainRequest{Steps: steps("one", "two #sim:fail=provider_4xx", "three")})
-	d := e.waitChain(acc.Chain.ID, 20*time.Second, jobs.ChainCompleted, jobs.ChainFailed)
-	if d.Chain.State != jobs.ChainFailed {
+	acc := e.submitChain(chain.Request{Steps: steps("one", "two #sim:fail=provider_4xx", "three")})
+	d := e.waitChain(acc.Chain.ID, 20*time.Second, chain.Completed, chain.Failed)
+	if d.Chain.State != chain.Failed {
 		t.Fatalf("chain %s, want failed", d.Chain.State)
 	}
-	var diag jobs.ChainDiagnostic
+	var diag chain.Diagnostic
 	if err := json.Unmarshal(d.Chain.Diagnostic, &diag); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	acc := e.submitChain(jobs.ChainRequest{Steps: steps("first", "second"), Mode: jobs.ChainModeReject})
+	acc := e.submitChain(chain.Request{Steps: steps("first", "second"), Mode: chain.ModeReject})
 	if !acc.Rejected {
 		t.Fatalf("a reject-as-failure chain was accepted: %+v", acc)
 	}
@@ -199,8 +200,8 @@ func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
 	if n := e.count("SELECT count(*) FROM sa_entity"); n != 0 {
 		t.Errorf("%d prompts written for a rejected chain", n)
 	}
-	d, err := e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
-	if err != nil || d.Chain.State != jobs.ChainFailed || d.Steps[0].State != "skipped" || d.Operation.DiagnosticsDigest == nil {
+	d, err := e.c.Get(context.Background(), e.v, acc.Chain.ID)
+	if err != nil || d.Chain.State != chain.Failed || d.Steps[0].State != "skipped" || d.Operation.DiagnosticsDigest == nil {
 		t.Fatalf("chain %+v: %v", d.Chain, err)
 	}
 	if got := strings.Join(e.historyStatuses(acc.Chain.OperationID), ","); got != "pending,failed" {
@@ -212,8 +213,8 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	startRuntime(t, e, e.s, 2)
-	acc := e.submitChain(jobs.ChainRequest{Steps: steps("#sim:hang first", "second")})
-	d, _ := e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
+	acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
+	d, _ := e.c.Get(context.Background(), e.v, acc.Chain.ID)
 	e.waitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
 	doc, err := e.s.CancelOperation(context.Background(), e.v, acc.Chain.OperationID, jobs.Actor{Name: "test"})
 	if err != nil {
@@ -222,8 +223,8 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status %v", st)
 	}
-	d, _ = e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
-	if d.Chain.State != jobs.ChainCancelled || d.Steps[0].State != "cancelled" || d.Steps[1].State != "skipped" {
+	d, _ = e.c.Get(context.Background(), e.v, acc.Chain.ID)
+	if d.Chain.State != chain.Cancelled || d.Steps[0].State != "cancelled" || d.Steps[1].State != "skipped" {
 		t.Fatalf("chain %s steps %s/%s", d.Chain.State, d.Steps[0].State, d.Steps[1].State)
 	}
 	if j := e.job(*d.Steps[0].JobID); j.State != string(jobs.StateCancelled) {
@@ -263,8 +264,8 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 		{"brief lock", 80 * time.Millisecond, false},
 		{"lock outlasting the retries", 3 * time.Second, true},
 	} {
-		acc := e.submitChain(jobs.ChainRequest{Steps: steps("#sim:hang first", "second")})
-		d, _ := e.s.GetChain(context.Background(), e.v, acc.Chain.ID)
+		acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
+		d, _ := e.c.Get(context.Background(), e.v, acc.Chain.ID)
 		e.waitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
 		tx := lockJob(*d.Steps[0].JobID)
 		released := make(chan struct{})

@@ -1,21 +1,21 @@
-package jobs
+package intake
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"time"
 )
 
-// DefaultIntakeYield is how long, at most, a worker delays a job start for the submits of its
-// process, and how long after the last submit the workers' transactions stay in the lane.
-// Measured with `asterion-bench` on two cores, 300 submits/s offered while the embedded workers
-// ran the same jobs: the yield alone halved the p50 and p99 of no yield, and the lane then
-// halved them again (p99 about 12 ms against 20–26 ms), while jobs/s end to end did not move
-// (the same work is done, in a different order).
-const DefaultIntakeYield = 100 * time.Millisecond
+// Gate is what prompt execution asks of the intake: a submit marks itself in flight, a worker
+// yields to submits before it starts a job and passes its claim and finish transactions
+// through the lane. *Intake is the Gate; a nil *Intake admits everything at once.
+type Gate interface {
+	Enter() (release func())
+	Yield(ctx context.Context)
+	Transaction(ctx context.Context, class Class) (release func())
+}
 
-// intake lets the submits of a process go before its workers' work. Both compete for the same
+// Intake lets the submits of a process go before its workers' work. Both compete for the same
 // cores and the same database, and on a busy machine each slows the other; but a submit is a
 // client waiting for its 202, while a queued job is already safe and loses nothing by starting
 // a few milliseconds later. Two rules, both only while submits flow, so a worker process
@@ -28,9 +28,10 @@ const DefaultIntakeYield = 100 * time.Millisecond
 //     transactions (claims and finishes) pass through a lane as wide as half the cores, so
 //     their statements never hold every core while a submit waits for one; waiting finishes
 //     go before waiting claims. Heartbeats and cancellations never wait.
-type intake struct {
+type Intake struct {
+	cfg     Config
 	maxWait time.Duration
-	lane    *lane
+	lane    *Lane
 
 	mu       sync.Mutex
 	inFlight int
@@ -40,15 +41,19 @@ type intake struct {
 	lastDone time.Time
 }
 
-func newIntake(maxWait time.Duration) *intake {
+// New validates cfg and returns the intake of one process.
+func New(cfg Config) (*Intake, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	q := make(chan struct{})
 	close(q)
-	return &intake{maxWait: maxWait, quiet: q, lane: newLane(runtime.GOMAXPROCS(0) / 2)}
+	return &Intake{cfg: cfg, maxWait: cfg.Yield, quiet: q, lane: NewLane(cfg.LaneWidth)}, nil
 }
 
-// enter marks a submit in flight; the returned func marks it done. With no yield nobody waits
+// Enter marks a submit in flight; the returned func marks it done. With no yield nobody waits
 // for submits, so none are counted.
-func (in *intake) enter() func() {
+func (in *Intake) Enter() (release func()) {
 	if in == nil || in.maxWait <= 0 {
 		return func() {}
 	}
@@ -69,8 +74,8 @@ func (in *intake) enter() func() {
 	}
 }
 
-// yield waits until no submit is in flight, maxWait has passed or ctx ends.
-func (in *intake) yield(ctx context.Context) {
+// Yield waits until no submit is in flight, maxWait has passed or ctx ends.
+func (in *Intake) Yield(ctx context.Context) {
 	if in == nil || in.maxWait <= 0 {
 		return
 	}
@@ -91,10 +96,10 @@ func (in *intake) yield(ctx context.Context) {
 	}
 }
 
-// transaction admits a worker's claim or finish transaction (class laneClaim or laneFinish):
+// Transaction admits a worker's claim or finish transaction (class Claim or Finish):
 // at once while no submit has been in flight for maxWait, else through the lane. The caller
 // runs its transaction, then calls the returned release.
-func (in *intake) transaction(ctx context.Context, class laneClass) (release func()) {
+func (in *Intake) Transaction(ctx context.Context, class Class) (release func()) {
 	if in == nil || in.maxWait <= 0 {
 		return func() {}
 	}
@@ -104,5 +109,8 @@ func (in *intake) transaction(ctx context.Context, class laneClass) (release fun
 	if !flowing {
 		return func() {}
 	}
-	return in.lane.enter(ctx, class)
+	return in.lane.Enter(ctx, class)
 }
+
+// Lane is the lane the intake narrows worker transactions through while submits flow.
+func (in *Intake) Lane() *Lane { return in.lane }

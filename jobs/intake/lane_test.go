@@ -1,4 +1,4 @@
-package jobs
+package intake
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// entered runs l.enter(ctx, class) in the background and delivers its release once admitted.
-func entered(ctx context.Context, l *lane, class laneClass) <-chan func() {
+// entered runs l.Enter(ctx, class) in the background and delivers its release once admitted.
+func entered(ctx context.Context, l *Lane, class Class) <-chan func() {
 	got := make(chan func(), 1)
-	go func() { got <- l.enter(ctx, class) }()
+	go func() { got <- l.Enter(ctx, class) }()
 	return got
 }
 
@@ -41,18 +41,18 @@ func notAdmitted(t *testing.T, got <-chan func(), who string) {
 func TestLaneAdmitsItsWidth(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := newLane(2)
-	first := admitted(t, entered(ctx, l, laneClaim), "the first claim")
-	second := admitted(t, entered(ctx, l, laneClaim), "the second claim")
-	third := entered(ctx, l, laneClaim)
+	l := NewLane(2)
+	first := admitted(t, entered(ctx, l, Claim), "the first claim")
+	second := admitted(t, entered(ctx, l, Claim), "the second claim")
+	third := entered(ctx, l, Claim)
 	notAdmitted(t, third, "a third claim")
 	first()
 	admitted(t, third, "the third claim after a place was freed")()
 	second()
 	// Every place is free again: two enter at once.
-	admitted(t, entered(ctx, l, laneFinish), "a finish in the free lane")()
-	a := admitted(t, entered(ctx, l, laneClaim), "a claim in the free lane")
-	b := admitted(t, entered(ctx, l, laneClaim), "a second claim in the free lane")
+	admitted(t, entered(ctx, l, Finish), "a finish in the free lane")()
+	a := admitted(t, entered(ctx, l, Claim), "a claim in the free lane")
+	b := admitted(t, entered(ctx, l, Claim), "a second claim in the free lane")
 	a()
 	b()
 	if l.busy != 0 {
@@ -62,9 +62,9 @@ func TestLaneAdmitsItsWidth(t *testing.T) {
 
 func TestLaneWidthIsAtLeastOne(t *testing.T) {
 	t.Parallel()
-	l := newLane(0)
-	release := admitted(t, entered(context.Background(), l, laneClaim), "a claim in a lane of width 0")
-	notAdmitted(t, entered(context.Background(), l, laneClaim), "a second claim in a lane made with width 0")
+	l := NewLane(0)
+	release := admitted(t, entered(context.Background(), l, Claim), "a claim in a lane of width 0")
+	notAdmitted(t, entered(context.Background(), l, Claim), "a second claim in a lane made with width 0")
 	release()
 }
 
@@ -73,16 +73,16 @@ func TestLaneWidthIsAtLeastOne(t *testing.T) {
 func TestLaneServesFinishesBeforeClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	l := newLane(1)
-	holder := admitted(t, entered(ctx, l, laneClaim), "the holder")
+	l := NewLane(1)
+	holder := admitted(t, entered(ctx, l, Claim), "the holder")
 	var order []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	arrive := func(name string, class laneClass) {
+	arrive := func(name string, class Class) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			release := l.enter(ctx, class)
+			release := l.Enter(ctx, class)
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
@@ -100,11 +100,11 @@ func TestLaneServesFinishesBeforeClaims(t *testing.T) {
 		})
 	}
 	// Names are sized by arrival so the helper can count the waiters.
-	arrive("c", laneClaim)
-	arrive("cc", laneClaim)
-	arrive("fff", laneFinish)
-	arrive("cccc", laneClaim)
-	arrive("fffff", laneFinish)
+	arrive("c", Claim)
+	arrive("cc", Claim)
+	arrive("fff", Finish)
+	arrive("cccc", Claim)
+	arrive("fffff", Finish)
 	holder()
 	wg.Wait()
 	want := []string{"fff", "fffff", "c", "cc", "cccc"}
@@ -122,15 +122,15 @@ func TestLaneServesFinishesBeforeClaims(t *testing.T) {
 // release that frees nothing, and the lane's places stay counted right.
 func TestLaneWaiterGivesUpWithItsContext(t *testing.T) {
 	t.Parallel()
-	l := newLane(1)
-	holder := admitted(t, entered(context.Background(), l, laneClaim), "the holder")
+	l := NewLane(1)
+	holder := admitted(t, entered(context.Background(), l, Claim), "the holder")
 	cctx, cancel := context.WithCancel(context.Background())
-	waiter := entered(cctx, l, laneFinish)
+	waiter := entered(cctx, l, Finish)
 	notAdmitted(t, waiter, "the waiter")
 	cancel()
 	gaveUp := admitted(t, waiter, "the waiter after its context ended")
 	gaveUp() // a no-op: it must not free the holder's place
-	notAdmitted(t, entered(context.Background(), l, laneClaim), "a claim while the holder still held the lane")
+	notAdmitted(t, entered(context.Background(), l, Claim), "a claim while the holder still held the lane")
 	holder()
 }
 
@@ -139,7 +139,7 @@ func TestLaneWaiterGivesUpWithItsContext(t *testing.T) {
 func TestLaneNeverExceedsItsWidth(t *testing.T) {
 	t.Parallel()
 	const width = 3
-	l := newLane(width)
+	l := NewLane(width)
 	var holding, most atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 200 {
@@ -152,7 +152,7 @@ func TestLaneNeverExceedsItsWidth(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(2000))*time.Microsecond)
 				defer cancel()
 			}
-			release := l.enter(ctx, laneClass(i%2))
+			release := l.Enter(ctx, Class(i%2))
 			if ctx.Err() == nil {
 				n := holding.Add(1)
 				for {
@@ -173,5 +173,17 @@ func TestLaneNeverExceedsItsWidth(t *testing.T) {
 	}
 	if l.busy != 0 || len(l.waiting[0])+len(l.waiting[1]) != 0 {
 		t.Errorf("after everyone left: busy %d, waiting %d+%d; want all zero", l.busy, len(l.waiting[0]), len(l.waiting[1]))
+	}
+}
+
+// waitForCond polls cond every 20 ms until it holds or timeout passes.
+func waitForCond(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,4 +1,4 @@
-package jobs_test
+package delivery_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"asterion/db"
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/delivery"
 )
 
 // hookRequest is one request a test hookReceiver got.
@@ -98,14 +99,14 @@ func (e *tenv) setWebhook(url, secret string) {
 }
 
 // deliveryOfJob reads the delivery ledger row of a prompt job.
-func (e *tenv) deliveryOfJob(jobID uuid.UUID) (jobs.Delivery, bool) {
+func (e *tenv) deliveryOfJob(jobID uuid.UUID) (delivery.Delivery, bool) {
 	e.t.Helper()
-	var d []jobs.Delivery
+	var d []delivery.Delivery
 	if err := e.d.Bun.NewSelect().Model(&d).Where("job_id = ?", jobID).Scan(context.Background()); err != nil {
 		e.t.Fatalf("read delivery of job %s: %v", jobID, err)
 	}
 	if len(d) == 0 {
-		return jobs.Delivery{}, false
+		return delivery.Delivery{}, false
 	}
 	if len(d) > 1 {
 		e.t.Fatalf("%d deliveries for job %s, want at most one", len(d), jobID)
@@ -114,9 +115,9 @@ func (e *tenv) deliveryOfJob(jobID uuid.UUID) (jobs.Delivery, bool) {
 }
 
 // waitDelivery waits until the job's delivery is in one of states.
-func (e *tenv) waitDelivery(jobID uuid.UUID, timeout time.Duration, states ...string) jobs.Delivery {
+func (e *tenv) waitDelivery(jobID uuid.UUID, timeout time.Duration, states ...string) delivery.Delivery {
 	e.t.Helper()
-	var d jobs.Delivery
+	var d delivery.Delivery
 	waitFor(e.t, timeout, "delivery of job "+jobID.String()+" to be "+strings.Join(states, "|"), func() bool {
 		var ok bool
 		d, ok = e.deliveryOfJob(jobID)
@@ -180,9 +181,9 @@ func (e *tenv) historyStatuses(id uuid.UUID) []string {
 	return out
 }
 
-func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []jobs.DeliveryAttempt {
+func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []delivery.Attempt {
 	e.t.Helper()
-	var rows []jobs.DeliveryAttempt
+	var rows []delivery.Attempt
 	if err := e.d.Bun.NewSelect().Model(&rows).Where("delivery_id = ?", deliveryID).OrderExpr("attempt").
 		Scan(context.Background()); err != nil {
 		e.t.Fatalf("read attempts: %v", err)
@@ -190,11 +191,9 @@ func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []jobs.DeliveryAttempt {
 	return rows
 }
 
-func fastDelivery(base time.Duration) func(*jobs.Config) {
-	return func(c *jobs.Config) {
-		c.Delivery = jobs.DeliveryConfig{Timeout: 3 * time.Second, BackoffBase: base, MaxAttempts: 4,
-			RecoverEvery: 500 * time.Millisecond}
-	}
+func fastDelivery(base time.Duration) delivery.Config {
+	return delivery.Config{Timeout: 3 * time.Second, BackoffBase: base, MaxAttempts: 4,
+		RecoverEvery: 500 * time.Millisecond}
 }
 
 func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
@@ -211,7 +210,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 	start := time.Now()
 	sub := e.submit("deliver me")
 	job := e.waitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
-	d := e.waitDelivery(sub.JobID, 15*time.Second, jobs.DeliveryDelivered)
+	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Delivered)
 	t.Logf("submitted → delivered after a 500 and a retry: %s", time.Since(start))
 
 	// The ledger: two attempts, a retry on the 500 and the delivery.
@@ -261,12 +260,12 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 	}
 
 	// The registry: a deterministic id, completed once with its result, history verified.
-	if wantID := deferred.OperationID(jobs.KindArtifactDelivery, jobs.OwnerDeliveryRuntime, map[string]string{
+	if wantID := deferred.OperationID(delivery.Kind, delivery.OwnerName, map[string]string{
 		"prompt_id": sub.PromptID.String(), "job_id": sub.JobID.String(), "response_id": job.ResponseID.String()}, ""); d.OperationID != wantID {
 		t.Errorf("delivery operation id %s, want the deterministic %s", d.OperationID, wantID)
 	}
 	st := e.statusJSON(e.v, d.OperationID)
-	if st["status"] != "completed" || st["kind"] != jobs.KindArtifactDelivery {
+	if st["status"] != "completed" || st["kind"] != delivery.Kind {
 		t.Fatalf("status %v", st)
 	}
 	res, _ := st["result"].(map[string]any)
@@ -286,7 +285,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		t.Errorf("hookReceiver got %d requests after delivery, want still 2", n)
 	}
 	// A second org without a webhook gets no delivery.
-	if n := e.count("SELECT count(*) FROM sa_operation WHERE kind = ?", jobs.KindArtifactDelivery); n != 1 {
+	if n := e.count("SELECT count(*) FROM sa_operation WHERE kind = ?", delivery.Kind); n != 1 {
 		t.Errorf("%d delivery operations, want 1", n)
 	}
 }
@@ -305,7 +304,7 @@ func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 
 	e.setWebhook(rc.srv.URL, "k")
 	sub := e.submit("to a missing endpoint")
-	d := e.waitDelivery(sub.JobID, 15*time.Second, jobs.DeliveryFailed)
+	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if d.Attempts != 1 || strv(d.ErrorKind) != "receiver_4xx" || len(rc.requests()) != 1 {
 		t.Fatalf("delivery %+v after %d requests: want one attempt failing receiver_4xx", d, len(rc.requests()))
 	}
@@ -327,14 +326,14 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 	e.setWebhook(rc.srv.URL, "restart")
 	ctx := context.Background()
 
-	var ds [3]jobs.Delivery
+	var ds [3]delivery.Delivery
 	for i := range ds {
 		res, err := e.s.RunSync(ctx, e.v, "sync prompt")
 		if err != nil || res.Job.State != string(jobs.StateSucceeded) {
 			t.Fatalf("RunSync: %v, job %+v", err, res.Job)
 		}
 		d, ok := e.deliveryOfJob(res.Job.ID)
-		if !ok || d.State != jobs.DeliveryAccepted || d.RiverJobID == nil {
+		if !ok || d.State != delivery.Accepted || d.RiverJobID == nil {
 			t.Fatalf("delivery after accept: %+v (found %v)", d, ok)
 		}
 		if st := e.statusJSON(e.v, d.OperationID); st["status"] != "pending" || st["cancel_href"] == nil {
@@ -369,7 +368,7 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 	s2 := e.service(instantSim(), fastDelivery(100*time.Millisecond))
 	startRuntime(t, e, s2, 2)
 	for _, d := range ds {
-		e.waitDelivery(d.JobID, 20*time.Second, jobs.DeliveryDelivered)
+		e.waitDelivery(d.JobID, 20*time.Second, delivery.Delivered)
 	}
 	t.Logf("all three delivered %s after the restart", time.Since(start))
 	time.Sleep(1500 * time.Millisecond) // recovery runs every 500 ms: give it the chance to duplicate
@@ -418,20 +417,20 @@ func TestDeliveryCancelRefusedWhileInFlight(t *testing.T) {
 		t.Fatal("the hookReceiver never got the delivery")
 	}
 	d, _ := e.deliveryOfJob(sub.JobID)
-	if d.State != jobs.DeliveryInFlight {
+	if d.State != delivery.InFlight {
 		t.Fatalf("delivery %s while the hookReceiver blocks, want in_flight", d.State)
 	}
 	st := e.statusJSON(e.v, d.OperationID)
-	if st["status"] != "running" || st["cancel/unavailable-reason"] != jobs.DeliveryInFlightReason || st["cancel_href"] != nil {
+	if st["status"] != "running" || st["cancel/unavailable-reason"] != delivery.InFlightReason || st["cancel_href"] != nil {
 		t.Fatalf("status while in flight %v: want running with the in-flight reason and no cancel_href", st)
 	}
 	_, err := e.s.CancelOperation(context.Background(), e.v, d.OperationID, jobs.Actor{Name: "test"})
 	var nc *jobs.ErrNotCancelable
-	if !errors.As(err, &nc) || nc.Reason != jobs.DeliveryInFlightReason {
-		t.Fatalf("cancel while in flight: %v, want ErrNotCancelable(%q)", err, jobs.DeliveryInFlightReason)
+	if !errors.As(err, &nc) || nc.Reason != delivery.InFlightReason {
+		t.Fatalf("cancel while in flight: %v, want ErrNotCancelable(%q)", err, delivery.InFlightReason)
 	}
 	close(release)
-	d = e.waitDelivery(sub.JobID, 10*time.Second, jobs.DeliveryDelivered)
+	d = e.waitDelivery(sub.JobID, 10*time.Second, delivery.Delivered)
 	if st := e.statusJSON(e.v, d.OperationID); st["status"] != "completed" {
 		t.Fatalf("status after release %v", st)
 	}
@@ -464,7 +463,7 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status after cancel %v", st)
 	}
-	if d, _ := e.deliveryOfJob(res.Job.ID); d.State != jobs.DeliveryCancelled {
+	if d, _ := e.deliveryOfJob(res.Job.ID); d.State != delivery.Cancelled {
 		t.Fatalf("ledger %s after cancel", d.State)
 	}
 	if st := e.riverState(*accepted.RiverJobID); st != "cancelled" {
@@ -474,7 +473,7 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	// Retryable after a 503: cancel it while it waits for its backoff.
 	startRuntime(t, e, e.s, 2)
 	sub := e.submit("retryable then cancelled")
-	d := e.waitDelivery(sub.JobID, 15*time.Second, jobs.DeliveryRetryable)
+	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Retryable)
 	st := e.statusJSON(e.v, d.OperationID)
 	if st["status"] != "running" || st["cancel_href"] != deferred.CancelHref(d.OperationID) {
 		t.Fatalf("status while waiting %v: want running with cancel_href", st)

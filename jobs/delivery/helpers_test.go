@@ -1,0 +1,227 @@
+package delivery_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/db/dbtest"
+	"asterion/jobs"
+	"asterion/jobs/delivery"
+	"asterion/jobs/provider"
+)
+
+// These helpers are the jobs tests' own, with the delivery owner registered on every service.
+
+// discard is the logger of every test service: tests assert on rows, not log lines.
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fastWait keeps the backoff recorded on the row but lets the vehicle run again almost at once.
+func fastWait(time.Duration) time.Duration { return 10 * time.Millisecond }
+
+// instantSim is the real sim provider without its random latency.
+func instantSim() provider.Provider { return provider.NewSim(provider.SimConfig{}) }
+
+// tenv is one test's database, org, users and service.
+type tenv struct {
+	t  testing.TB
+	d  *dbtest.DB
+	s  *jobs.Service
+	o  int64       // the org
+	u  int64       // a member of the org
+	v  jobs.Viewer // the member's view
+	op jobs.Viewer // an operator's view of the org
+}
+
+// newEnv makes a fresh database with one org and member, and a service over prov with the
+// delivery owner configured by dcfg.
+func newEnv(t testing.TB, prov provider.Provider, dcfg delivery.Config, mods ...func(*jobs.Config)) *tenv {
+	t.Helper()
+	d := dbtest.New(t)
+	if _, err := d.Bun.ExecContext(context.Background(),
+		"DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = off', current_database()); END $$"); err != nil {
+		t.Fatalf("relax test database durability: %v", err)
+	}
+	org, user := createOrgUser(t, d.Bun, "member")
+	opUser := createUser(t, d.Bun, org, "operator")
+	e := &tenv{t: t, d: d, o: org, u: user,
+		v:  jobs.Viewer{OrgID: org, UserID: user},
+		op: jobs.Viewer{OrgID: org, UserID: opUser, OrgWide: true}}
+	e.s = e.service(prov, dcfg, mods...)
+	return e
+}
+
+// service builds another Service, with its delivery owner, over the same database (a second
+// process, say).
+func (e *tenv) service(prov provider.Provider, dcfg delivery.Config, mods ...func(*jobs.Config)) *jobs.Service {
+	e.t.Helper()
+	cfg := jobs.Config{DB: e.d.Bun, Provider: prov, Logger: discard, HeartbeatInterval: 50 * time.Millisecond,
+		Wait: fastWait}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s, err := jobs.NewService(cfg)
+	if err != nil {
+		e.t.Fatalf("NewService: %v", err)
+	}
+	dcfg.Jobs = s
+	if _, err := delivery.New(dcfg); err != nil {
+		e.t.Fatalf("delivery.New: %v", err)
+	}
+	return s
+}
+
+func randName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// createOrgUser inserts an org and one user of role in it.
+func createOrgUser(t testing.TB, b *bun.DB, role string) (org, user int64) {
+	t.Helper()
+	if err := b.QueryRowContext(context.Background(), "INSERT INTO orgs (name) VALUES (?) RETURNING id",
+		randName("org")).Scan(&org); err != nil {
+		t.Fatalf("insert org: %v", err)
+	}
+	return org, createUser(t, b, org, role)
+}
+
+// createUser inserts a user of role into org.
+func createUser(t testing.TB, b *bun.DB, org int64, role string) (user int64) {
+	t.Helper()
+	if err := b.QueryRowContext(context.Background(), "INSERT INTO users (org_id, name, role) VALUES (?, ?, ?) RETURNING id",
+		org, randName("user"), role).Scan(&user); err != nil {
+		t.Fatalf("insert user: %v", err)
+	}
+	return user
+}
+
+// runtimeOpts adjust a RuntimeConfig.
+type runtimeOpt func(*jobs.RuntimeConfig)
+
+// newRuntime builds a runtime that is not started yet; the test's cleanup stops it.
+func newRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
+	t.Helper()
+	cfg := jobs.RuntimeConfig{Pool: e.d.Pool, Workers: workers, PriorityCeiling: -1, ReclaimEvery: time.Hour}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rt, err := jobs.NewRuntime(svc, cfg)
+	if err != nil {
+		t.Fatalf("NewRuntime: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := rt.Stop(context.Background(), 500*time.Millisecond); err != nil {
+			t.Logf("stop runtime %s: %v", rt.ID(), err)
+		}
+	})
+	return rt
+}
+
+// startRuntime builds and starts a runtime; the test's cleanup stops it.
+func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
+	t.Helper()
+	rt := newRuntime(t, e, svc, workers, opts...)
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatalf("start runtime: %v", err)
+	}
+	return rt
+}
+
+// waitFor polls cond every 10 ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// submit submits text as the env's member and fails the test on error.
+func (e *tenv) submit(text string, mods ...func(*jobs.SubmitRequest)) jobs.Submitted {
+	e.t.Helper()
+	req := jobs.SubmitRequest{Viewer: e.v, Prompt: text}
+	for _, m := range mods {
+		m(&req)
+	}
+	sub, err := e.s.Submit(context.Background(), req)
+	if err != nil {
+		e.t.Fatalf("Submit(%q): %v", text, err)
+	}
+	return sub
+}
+
+// job reads a job row.
+func (e *tenv) job(id uuid.UUID) db.Job {
+	e.t.Helper()
+	var j db.Job
+	if err := e.d.Bun.NewSelect().Model(&j).Where("id = ?", id).Scan(context.Background()); err != nil {
+		e.t.Fatalf("read job %s: %v", id, err)
+	}
+	return j
+}
+
+// operation reads a registry row.
+func (e *tenv) operation(id uuid.UUID) db.Operation {
+	e.t.Helper()
+	var op db.Operation
+	if err := e.d.Bun.NewSelect().Model(&op).Where("id = ?", id).Scan(context.Background()); err != nil {
+		e.t.Fatalf("read operation %s: %v", id, err)
+	}
+	return op
+}
+
+// history reads an operation's status history, oldest first.
+func (e *tenv) history(id uuid.UUID) []db.OperationHistory {
+	e.t.Helper()
+	var rows []db.OperationHistory
+	if err := e.d.Bun.NewSelect().Model(&rows).Where("operation_id = ?", id).OrderExpr("seq").
+		Scan(context.Background()); err != nil {
+		e.t.Fatalf("read history of %s: %v", id, err)
+	}
+	return rows
+}
+
+// count runs a SELECT count(*) … query.
+func (e *tenv) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.d.Bun.QueryRowContext(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count %q: %v", query, err)
+	}
+	return n
+}
+
+// riverState reads the state of a River job.
+func (e *tenv) riverState(id int64) string {
+	e.t.Helper()
+	var st string
+	if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT state FROM river_job WHERE id = ?", id).Scan(&st); err != nil {
+		e.t.Fatalf("read river job %d: %v", id, err)
+	}
+	return st
+}
+
+// waitState waits until the job is in state.
+func (e *tenv) waitState(id uuid.UUID, st jobs.State, timeout time.Duration) db.Job {
+	e.t.Helper()
+	var j db.Job
+	waitFor(e.t, timeout, fmt.Sprintf("job %s to be %s", id, st), func() bool {
+		j = e.job(id)
+		return j.State == string(st)
+	})
+	return j
+}

@@ -1,0 +1,16 @@
+package jobs
+
+import (
+	"github.com/uptrace/bun"
+
+	"asterion/jobs/registry"
+)
+
+// Reads is the read side of prompt execution and the registry: lists with their filters and
+// cursors, counts, details, the dashboard's series and liveness, the metrics, each limited to
+// what a Viewer may see. It writes nothing. The Service embeds it, so the server reads through
+// the service it already holds.
+type Reads struct {
+	db  *bun.DB
+	reg *registry.Registry
+}
