@@ -20,6 +20,7 @@ type OutputChunk struct {
 	Seq           int       `bun:"seq,pk"`
 	Text          string    `bun:"text"`
 	Pieces        int       `bun:"pieces"`
+	PromptID      uuid.UUID `bun:"prompt_id"`
 	OrgID         int64     `bun:"org_id"`
 	CreatedBy     int64     `bun:"created_by"`
 	At            time.Time `bun:"at"`
@@ -47,17 +48,17 @@ const insertOutputSQL = `WITH v AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
         AS v(job_id uuid, attempt smallint, seq integer, text text, pieces integer, claim text)
 ), ins AS (
-    INSERT INTO sa_job_output (job_id, attempt, seq, text, pieces, org_id, created_by)
-    SELECT v.job_id, v.attempt, v.seq, v.text, v.pieces, j.org_id, j.created_by
+    INSERT INTO sa_job_output (job_id, attempt, seq, text, pieces, prompt_id, org_id, created_by)
+    SELECT v.job_id, v.attempt, v.seq, v.text, v.pieces, j.prompt_id, j.org_id, j.created_by
     FROM v JOIN sa_job j ON j.id = v.job_id AND j.state = 'running' AND j.worker_claim = v.claim AND j.attempt = v.attempt
     ON CONFLICT DO NOTHING
-    RETURNING job_id, attempt, seq, text, pieces, org_id, created_by, at, gid
+    RETURNING job_id, attempt, seq, text, pieces, prompt_id, org_id, created_by, at, gid
 ), announced AS (
     SELECT pg_notify($2, r.lo || '-' || r.hi || ' ' || $3)
     FROM (SELECT min(gid) AS lo, max(gid) AS hi FROM ins) r
     WHERE r.lo IS NOT NULL
 )
-SELECT ins.job_id, ins.attempt, ins.seq, ins.text, ins.pieces, ins.org_id, ins.created_by, ins.at, ins.gid
+SELECT ins.job_id, ins.attempt, ins.seq, ins.text, ins.pieces, ins.prompt_id, ins.org_id, ins.created_by, ins.at, ins.gid
 FROM ins, announced
 ORDER BY ins.gid`
 
@@ -79,7 +80,7 @@ func InsertOutput(ctx context.Context, idb bun.IDB, chunks []PendingChunk, chann
 }
 
 // outputColumns are the columns every output read returns, in scanOutput's order.
-const outputColumns = `job_id, attempt, seq, text, pieces, org_id, created_by, at, gid`
+const outputColumns = `job_id, attempt, seq, text, pieces, prompt_id, org_id, created_by, at, gid`
 
 // outputAfterSQL reads one attempt's chunks after a seq.
 const outputAfterSQL = `SELECT ` + outputColumns + ` FROM sa_job_output
@@ -147,7 +148,7 @@ func scanOutput(rows *sql.Rows) ([]OutputChunk, error) {
 	var out []OutputChunk
 	for rows.Next() {
 		var c OutputChunk
-		if err := rows.Scan(&c.JobID, &c.Attempt, &c.Seq, &c.Text, &c.Pieces, &c.OrgID, &c.CreatedBy, &c.At, &c.GID); err != nil {
+		if err := rows.Scan(&c.JobID, &c.Attempt, &c.Seq, &c.Text, &c.Pieces, &c.PromptID, &c.OrgID, &c.CreatedBy, &c.At, &c.GID); err != nil {
 			return nil, fmt.Errorf("scan output chunk: %w", err)
 		}
 		out = append(out, c)

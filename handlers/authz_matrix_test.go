@@ -38,8 +38,9 @@ var wantAccess = map[string]Access{
 
 	"POST /sa-core/v1/prompt": Member, "GET /sa-core/v1/mission/recent": Member, "GET /sa-core/v1/mission/events": Member,
 	"GET /sa-core/v1/jobs": Operator, "GET /sa-core/v1/jobs/:id": Member, "GET /sa-core/v1/jobs/:id/output": Member,
-	"POST /sa-core/v1/jobs/:id/cancel": Member,
-	"POST /sa-core/v1/jobs/:id/retry":  Member, "GET /sa-core/v1/metrics/queue": Operator,
+	"GET /sa-core/v1/jobs/:id/output/events": Member,
+	"POST /sa-core/v1/jobs/:id/cancel":       Member,
+	"POST /sa-core/v1/jobs/:id/retry":        Member, "GET /sa-core/v1/metrics/queue": Operator,
 }
 
 // TestAuthorizationMatrix runs every route of the route table as anonymous, a member of org A

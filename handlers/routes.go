@@ -73,6 +73,7 @@ func (s *Server) routes() []Route {
 		{"GET", "/sa-core/v1/jobs", Operator, API, s.listJobs},
 		{"GET", "/sa-core/v1/jobs/:id", Member, API, s.getJob},
 		{"GET", "/sa-core/v1/jobs/:id/output", Member, API, s.jobOutput},
+		{"GET", "/sa-core/v1/jobs/:id/output/events", Member, API, s.jobOutputEvents},
 		{"POST", "/sa-core/v1/jobs/:id/cancel", Member, API, s.cancelJob},
 		{"POST", "/sa-core/v1/jobs/:id/retry", Member, API, s.retryJob},
 		{"GET", "/sa-core/v1/metrics/queue", Operator, API, s.queueMetrics},

@@ -26,6 +26,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/feed"
+	"asterion/jobs/output"
 	"asterion/static"
 	"asterion/views"
 )
@@ -44,6 +45,9 @@ type Deps struct {
 	Chains *chain.Chains
 	// Hub fans change-feed events out to SSE streams.
 	Hub *feed.Hub
+	// Output delivers the live output of running jobs to SSE streams; nil: streams carry no
+	// output (it is still read from the table).
+	Output *output.Hub
 	// Ready reports whether the database is reachable and migrations are current.
 	Ready    func(ctx context.Context) error
 	Logger   *slog.Logger

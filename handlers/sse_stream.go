@@ -3,18 +3,24 @@ package handlers
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"asterion/db"
 	"asterion/jobs/feed"
+	"asterion/jobs/output"
 )
 
 // streamBuffer is how many events a stream's subscription holds while its writer is busy. A
 // channel's buffer is allocated whole when it is made, so this is most of a stream's memory; a
 // stream that falls further behind is dropped by the hub and resyncs from the table.
 const streamBuffer = 128
+
+// outputBuffer is how many chunks of live output a stream holds while its writer is busy.
+const outputBuffer = 256
 
 // streamer is one kind of SSE stream: the API's event stream, the mission page's drops, a
 // dashboard page's rows. serveStream runs the parts every stream shares around it.
@@ -30,6 +36,22 @@ type streamer interface {
 	// tick runs every tickEvery (never when tickEvery is 0), for coalesced updates.
 	tick(ctx context.Context, w *bufio.Writer) error
 	tickEvery() time.Duration
+}
+
+// errStreamEnd ends a stream cleanly once it has said all it had to (a job's output stream
+// after its end event): what was written is flushed and the connection closed.
+var errStreamEnd = errors.New("stream complete")
+
+// chunkStreamer is a streamer that also follows live output: serveStream subscribes it to the
+// output hub before open, with its filter, and hands it every chunk.
+type chunkStreamer interface {
+	streamer
+	// outputFilter says which chunks the stream follows.
+	outputFilter() output.Filter
+	// chunk handles one chunk of live output.
+	chunk(ctx context.Context, w *bufio.Writer, c db.OutputChunk) error
+	// resyncOutput catches up after the output subscription fell behind and was dropped.
+	resyncOutput(ctx context.Context, w *bufio.Writer) error
 }
 
 // serveStream runs an SSE stream of scope for st. It reads everything it needs from c before
@@ -57,6 +79,11 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 	conn := c.Context().Conn()
 	hub, log := s.deps.Hub, s.log
 	sub := hub.Subscribe(scope, streamBuffer)
+	out, follows := st.(chunkStreamer)
+	var outSub *output.Subscription
+	if follows && s.deps.Output != nil {
+		outSub = s.deps.Output.Subscribe(out.outputFilter(), outputBuffer)
+	}
 	c.Context().SetBodyStreamWriter(func(raw *bufio.Writer) {
 		dw := &deadlineWriter{w: raw, conn: conn, timeout: g.cfg.WriteTimeout}
 		defer func() {
@@ -67,6 +94,11 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 		defer g.release(user)
 		defer dw.clear()
 		defer func() { sub.Close() }()
+		defer func() {
+			if outSub != nil {
+				outSub.Close()
+			}
+		}()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		if hook := g.writerHook.Load(); hook != nil {
@@ -74,6 +106,10 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 		}
 		w := bufio.NewWriter(dw)
 		if err := st.open(ctx, w); err != nil {
+			if errors.Is(err, errStreamEnd) {
+				_ = w.Flush()
+				return
+			}
 			log.Debug("event stream open", "err", err)
 			return
 		}
@@ -87,6 +123,10 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 			t := time.NewTicker(g.cfg.RecheckEvery)
 			defer t.Stop()
 			recheckC = t.C
+		}
+		var chunkC <-chan db.OutputChunk
+		if outSub != nil {
+			chunkC = outSub.C
 		}
 		var tickC <-chan time.Time
 		if every := st.tickEvery(); every > 0 {
@@ -114,6 +154,18 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 				continue
 			case <-tickC:
 				err = st.tick(ctx, w)
+			case c, ok := <-chunkC:
+				if !ok {
+					// Fell behind: follow again, then read what was missed from the table.
+					outSub = s.deps.Output.Subscribe(out.outputFilter(), outputBuffer)
+					chunkC = outSub.C
+					err = out.resyncOutput(ctx, w)
+					break
+				}
+				err = out.chunk(ctx, w, c)
+				if err == nil && len(chunkC) > 0 {
+					continue // batch what is already queued into one flush
+				}
 			case e, ok := <-sub.C:
 				switch {
 				case !ok:
@@ -134,6 +186,10 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 						err = st.drained(ctx, w)
 					}
 				}
+			}
+			if errors.Is(err, errStreamEnd) {
+				_ = w.Flush()
+				return
 			}
 			if err != nil {
 				log.Debug("event stream", "err", err)

@@ -22,9 +22,9 @@ WITH picked AS (
     ORDER BY j.created_at LIMIT ? FOR UPDATE SKIP LOCKED
 ), moved_output AS (
     DELETE FROM sa_job_output o USING picked WHERE o.job_id = picked.id
-    RETURNING o.job_id, o.attempt, o.seq, o.text, o.pieces, o.org_id, o.created_by, o.at
+    RETURNING o.job_id, o.attempt, o.seq, o.text, o.pieces, o.prompt_id, o.org_id, o.created_by, o.at
 ), archived_output AS (
-    INSERT INTO sa_job_output_archive (job_id, attempt, seq, text, pieces, org_id, created_by, at)
+    INSERT INTO sa_job_output_archive (job_id, attempt, seq, text, pieces, prompt_id, org_id, created_by, at)
     SELECT * FROM moved_output
 ), moved AS (
     DELETE FROM sa_job j USING picked WHERE j.id = picked.id RETURNING j.*

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	"asterion/db"
 	"asterion/jobs/provider"
 	"asterion/jobs/usage"
@@ -47,4 +49,13 @@ func (s *Service) recordAttempt(ctx context.Context, job db.Job, askedModel stri
 	if _, err := s.cfg.Usage.Record(ctx, s.db, u); err != nil {
 		s.log.Warn("recording an attempt's usage failed", "job_id", job.ID, "attempt", job.Attempt, "err", err)
 	}
+}
+
+// JobUsage returns the usage of every attempt of a job, oldest first, and their sum; nothing
+// when no meter is configured.
+func (s *Service) JobUsage(ctx context.Context, jobID uuid.UUID) ([]db.Attempt, usage.Total, error) {
+	if s.cfg.Usage == nil {
+		return nil, usage.Total{}, nil
+	}
+	return s.cfg.Usage.JobAttempts(ctx, jobID)
 }

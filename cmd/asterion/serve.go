@@ -136,6 +136,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		Identity: ids,
 		Jobs:     svc,
 		Hub:      hub,
+		Output:   outHub,
 		RiverUI:  riverUI,
 		Logger:   log,
 		Registry: reg,

@@ -63,7 +63,9 @@ func (f Filter) allows(c db.OutputChunk) bool {
 	if f.JobID != uuid.Nil && c.JobID != f.JobID {
 		return false
 	}
-	return f.Scope.Allows(feed.Event{OrgID: c.OrgID, UserID: c.CreatedBy})
+	scope := f.Scope
+	scope.Topics = nil // a chunk is no change-feed event: only who may see it counts
+	return scope.Allows(feed.Event{OrgID: c.OrgID, UserID: c.CreatedBy})
 }
 
 // Subscription receives chunks, in seq order per job attempt. When the reader falls behind,
