@@ -23,10 +23,15 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	for i, h := range d.History {
 		hist[i] = toJobJSON(h)
 	}
+	u, err := s.jobUsageOf(c.UserContext(), d.Job)
+	if err != nil {
+		return err
+	}
 	return c.JSON(struct {
 		jobJSON
+		jobUsageJSON
 		History []jobJSON `json:"history"`
-	}{toJobJSON(d.Job), hist})
+	}{toJobJSON(d.Job), u, hist})
 }
 
 // listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).

@@ -33,6 +33,11 @@ type jobJSON struct {
 	StartedAt    *string    `json:"started_at"`
 	HeartbeatAt  *string    `json:"running_heartbeat_at"`
 	FinishedAt   *string    `json:"finished_at"`
+	// ScheduledFor, WaitingFor and CancelOutcome are CONTRACT.md's later fields: the time a
+	// scheduled prompt asked for, why a queued job waits, how a cancel landed.
+	ScheduledFor  *string `json:"scheduled_for"`
+	WaitingFor    *string `json:"waiting_for"`
+	CancelOutcome *string `json:"cancel_outcome"`
 }
 
 func ts(t time.Time) string { return deferred.FormatTime(t) }
@@ -51,7 +56,8 @@ func toJobJSON(j db.Job) jobJSON {
 		ResponseID: j.ResponseID, OperationID: j.OperationID, WorkerClaim: j.WorkerClaim, OrgID: j.OrgID,
 		CreatedBy: j.CreatedBy, CreatedAt: ts(j.CreatedAt), UpdatedAt: ts(j.UpdatedAt), ScheduledAt: ts(j.ScheduledAt),
 		ClaimedAt: tsp(j.ClaimedAt), StartedAt: tsp(j.StartedAt), HeartbeatAt: tsp(j.RunningHeartbeatAt),
-		FinishedAt: tsp(j.FinishedAt)}
+		FinishedAt: tsp(j.FinishedAt), ScheduledFor: tsp(j.ScheduledFor), WaitingFor: j.WaitingFor,
+		CancelOutcome: j.CancelOutcome}
 }
 
 // missionItemJSON is one item of mission/recent (CONTRACT.md).
