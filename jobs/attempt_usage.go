@@ -59,3 +59,6 @@ func (s *Service) JobUsage(ctx context.Context, jobID uuid.UUID) ([]db.Attempt, 
 	}
 	return s.cfg.Usage.JobAttempts(ctx, jobID)
 }
+
+// Meter is the usage meter of the service, nil when none is configured.
+func (s *Service) Meter() *usage.Meter { return s.cfg.Usage }

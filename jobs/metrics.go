@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"asterion/jobs/usage"
 )
 
 // OrgMetrics are one org's figures over a window.
@@ -19,6 +21,9 @@ type OrgMetrics struct {
 	RunTimeP95    float64          `json:"run_time_p95_seconds"`
 	ErrorsByKind  map[string]int64 `json:"errors_by_kind"`
 	ThroughputMin float64          `json:"finished_per_minute"`
+	// Usage is the tokens and cost of the org's attempts that finished in the window, in all
+	// and per model.
+	Usage usage.OrgUsage `json:"usage"`
 }
 
 // QueueMetrics are counts by state and per-org figures over a window (CONTRACT.md
@@ -91,6 +96,14 @@ func (s *Reads) QueueMetrics(ctx context.Context, v Viewer, window time.Duration
 	if err := kq.Scan(ctx, &kinds); err != nil {
 		return out, fmt.Errorf("errors by kind: %w", err)
 	}
+	var orgFilter int64
+	if !v.AllOrgs {
+		orgFilter = v.OrgID
+	}
+	used, err := usage.Window(ctx, s.db, time.Now().Add(-window), orgFilter)
+	if err != nil {
+		return out, err
+	}
 	for _, r := range rows {
 		m := OrgMetrics{OrgID: r.OrgID, OrgName: r.OrgName, Finished: r.Finished, Failed: r.Failed,
 			QueueWaitP50: r.WaitP50, QueueWaitP95: r.WaitP95, RunTimeP50: r.RunP50, RunTimeP95: r.RunP95,
@@ -103,10 +116,30 @@ func (s *Reads) QueueMetrics(ctx context.Context, v Viewer, window time.Duration
 				m.ErrorsByKind[k.Kind] = k.N
 			}
 		}
+		m.Usage = usedOf(used, r.OrgID)
+		delete(used, r.OrgID)
 		out.Orgs = append(out.Orgs, m)
+	}
+	// An org whose attempts used tokens in the window without a job finishing there.
+	for orgID := range used {
+		var name string
+		if err := s.db.NewSelect().Table("orgs").Column("name").Where("id = ?", orgID).Scan(ctx, &name); err != nil {
+			return out, fmt.Errorf("name of org %d: %w", orgID, err)
+		}
+		out.Orgs = append(out.Orgs, OrgMetrics{OrgID: orgID, OrgName: name, ErrorsByKind: map[string]int64{},
+			Usage: usedOf(used, orgID)})
 	}
 	if out.Orgs == nil {
 		out.Orgs = []OrgMetrics{}
 	}
 	return out, nil
+}
+
+// usedOf is an org's usage in used, with an empty model map when it used nothing.
+func usedOf(used map[int64]usage.OrgUsage, orgID int64) usage.OrgUsage {
+	u, ok := used[orgID]
+	if !ok {
+		u.Models = map[string]usage.Total{}
+	}
+	return u
 }

@@ -261,14 +261,15 @@ func (c *cli) queueMetrics(ctx context.Context, args []string) error {
 	for _, st := range []string{"queued", "running", "succeeded", "failed", "cancelled", "superseded"} {
 		fmt.Fprintf(tw, "%s\t%d\n", st, m.Counts[st])
 	}
-	fmt.Fprintf(tw, "\nORG (last %s)\tFINISHED\tERROR RATE\tWAIT P50/P95\tRUN P50/P95\tERRORS\n", m.Window)
+	fmt.Fprintf(tw, "\nORG (last %s)\tFINISHED\tERROR RATE\tWAIT P50/P95\tRUN P50/P95\tTOKENS IN/OUT\tCOST\tERRORS\n", m.Window)
 	for _, o := range m.Orgs {
 		var kinds []string
 		for k, n := range o.ErrorsByKind {
 			kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%.2fs/%.2fs\t%.2fs/%.2fs\t%s\n", o.OrgName, o.Finished, o.ErrorRate*100,
-			o.QueueWaitP50, o.QueueWaitP95, o.RunTimeP50, o.RunTimeP95, strings.Join(kinds, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%.2fs/%.2fs\t%.2fs/%.2fs\t%d/%d\t$%.4f\t%s\n", o.OrgName, o.Finished, o.ErrorRate*100,
+			o.QueueWaitP50, o.QueueWaitP95, o.RunTimeP50, o.RunTimeP95, o.Usage.InputTokens, o.Usage.OutputTokens,
+			o.Usage.CostUSD, strings.Join(kinds, " "))
 	}
 	return tw.Flush()
 }

@@ -132,6 +132,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerPollerMetrics(reg, svc.Stats())
+	if m := svc.Meter(); m != nil {
+		reg.MustRegister(newUsageCollector(m))
+	}
 	srv := handlers.New(handlers.Deps{
 		Identity: ids,
 		Jobs:     svc,

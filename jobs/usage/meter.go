@@ -60,6 +60,8 @@ type Meter struct {
 
 	mu     sync.Mutex
 	status map[int64]cachedStatus
+	// recorded sums what this process recorded, per model, for /metrics.
+	recorded map[string]Total
 }
 
 type cachedStatus struct {
@@ -72,7 +74,7 @@ func New(cfg Config) (*Meter, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Meter{cfg: cfg, status: map[int64]cachedStatus{}}, nil
+	return &Meter{cfg: cfg, status: map[int64]cachedStatus{}, recorded: map[string]Total{}}, nil
 }
 
 // Prices is the meter's price table.
@@ -102,7 +104,24 @@ func (m *Meter) Record(ctx context.Context, idb bun.IDB, u AttemptUsage) (db.Att
 	if err := db.RecordAttempt(ctx, idb, a, rand.IntN(db.UsageShards)); err != nil {
 		return db.Attempt{}, err
 	}
+	m.mu.Lock()
+	t := m.recorded[a.Model]
+	t.Add(a)
+	m.recorded[a.Model] = t
+	m.mu.Unlock()
 	return a, nil
+}
+
+// Recorded returns what this process recorded since it started, per model: counters that only
+// grow, for /metrics (sum them over processes).
+func (m *Meter) Recorded() map[string]Total {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Total, len(m.recorded))
+	for k, v := range m.recorded {
+		out[k] = v
+	}
+	return out
 }
 
 // Status returns where org stands against its budget, from a cache at most StatusTTL old.
@@ -203,6 +222,11 @@ type OrgUsage struct {
 // Window returns the usage of every org (or of orgID alone, when not zero) of the attempts
 // that finished at or after since.
 func (m *Meter) Window(ctx context.Context, since time.Time, orgID int64) (map[int64]OrgUsage, error) {
+	return Window(ctx, m.cfg.DB, since, orgID)
+}
+
+// Window is Meter.Window on any database handle, for readers that hold no meter.
+func Window(ctx context.Context, idb bun.IDB, since time.Time, orgID int64) (map[int64]OrgUsage, error) {
 	var rows []struct {
 		OrgID        int64   `bun:"org_id"`
 		Model        string  `bun:"model"`
@@ -210,7 +234,7 @@ func (m *Meter) Window(ctx context.Context, since time.Time, orgID int64) (map[i
 		OutputTokens int64   `bun:"output_tokens"`
 		CostUSD      float64 `bun:"cost_usd"`
 	}
-	q := m.cfg.DB.NewSelect().TableExpr("sa_attempt").
+	q := idb.NewSelect().TableExpr("sa_attempt").
 		ColumnExpr("org_id, model").
 		ColumnExpr("sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd").
 		Where("finished_at >= ?", since).GroupExpr("org_id, model")
