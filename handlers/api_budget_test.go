@@ -46,3 +46,36 @@ func TestSubmitOverBudget(t *testing.T) {
 	}
 	f.submit(t, other, "another org is not held")
 }
+
+// TestSubmitLimitsAnswerTheirProblems: the queue quota and the submit rate answer 429 with their
+// problem types and Retry-After, and a model outside the list 422 naming options.model.
+func TestSubmitLimitsAnswerTheirProblems(t *testing.T) {
+	t.Parallel()
+	f := startLiveServerWith(t, liveServerConfig{HoldWorkers: true, Jobs: func(cfg *jobs.Config) {
+		cfg.OrgMaxQueued, cfg.SubmitRate, cfg.Models = 1, 0.1, []string{"sim-1"}
+	}})
+	u := f.user(t, "acme", "alice", identity.RoleMember)
+	bob := f.user(t, "acme", "bob", identity.RoleMember)
+	v := f.user(t, "globex", "gary", identity.RoleMember)
+	f.submit(t, u, "fills the quota")
+	check := func(r liveResp, status int, kind string) {
+		t.Helper()
+		var p Problem
+		if err := json.Unmarshal(r.Body, &p); err != nil || r.StatusCode != status || !strings.HasSuffix(p.Type, kind) {
+			t.Errorf("want %d %s: %s", status, kind, r)
+		}
+		if status == 429 && r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s without Retry-After", kind)
+		}
+	}
+	// bob has a submit left of his rate, his org none of its quota.
+	check(f.do(t, "POST", "/sa-core/v1/prompt", bob.Tok, map[string]any{"prompt": "over the quota"}), 429, "/quota-exceeded")
+	r := f.do(t, "POST", "/sa-core/v1/prompt", v.Tok, map[string]any{"prompt": "x", "options": map[string]any{"model": "gpt-9"}})
+	if r.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), "options.model") {
+		t.Errorf("an unlisted model: %s", r)
+	}
+	// A burst of ten times 0.1 a second is one submit: the first of gary's passed the rate, the
+	// next is refused.
+	f.submit(t, v, "gary's one")
+	check(f.do(t, "POST", "/sa-core/v1/prompt", v.Tok, map[string]any{"prompt": "gary's two"}), 429, "/submit-rate")
+}

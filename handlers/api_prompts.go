@@ -57,6 +57,8 @@ func (s *Server) jobsError(c *fiber.Ctx, err error) error {
 	var (
 		verr   *jobs.ValidationError
 		budget *jobs.BudgetExhaustedError
+		quota  *jobs.QuotaExceededError
+		rate   *jobs.SubmitRateError
 	)
 	switch {
 	case errors.As(err, &verr):
@@ -64,6 +66,12 @@ func (s *Server) jobsError(c *fiber.Ctx, err error) error {
 	case errors.As(err, &budget):
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(budget.RetryAfter))
 		return typedProblem(c, fiber.StatusTooManyRequests, "budget-exhausted", budget.Error())
+	case errors.As(err, &quota):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(quota.RetryAfter))
+		return typedProblem(c, fiber.StatusTooManyRequests, "quota-exceeded", quota.Error())
+	case errors.As(err, &rate):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(rate.RetryAfter))
+		return typedProblem(c, fiber.StatusTooManyRequests, "submit-rate", rate.Error())
 	case errors.Is(err, jobs.ErrNotFound):
 		return problem(c, fiber.StatusNotFound, "no such job")
 	case errors.Is(err, jobs.ErrConflict):

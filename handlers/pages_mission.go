@@ -119,10 +119,8 @@ func (s *Server) missionSubmit(c *fiber.Ctx) error {
 		c.Status(fiber.StatusUnprocessableEntity)
 		return render(c, views.MissionComposeError(composeMessage(verr.Fields)))
 	}
-	if budget := (*jobs.BudgetExhaustedError)(nil); errors.As(err, &budget) {
-		msg := "Your org's token budget for this " + string(budget.Status.Budget.Period) +
-			" is spent; it resets at " + budget.Status.Resets.UTC().Format("2006-01-02 15:04") + " UTC."
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(budget.RetryAfter))
+	if msg, retry, limited := submitLimit(err); limited {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
 		if !isHTMX(c) {
 			return fiber.NewError(fiber.StatusTooManyRequests, msg)
 		}
@@ -313,4 +311,24 @@ func missionStr(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// submitLimit says, for the compose bar, which limit refused a submit and when to try again.
+func submitLimit(err error) (msg string, retryAfter int, limited bool) {
+	var (
+		budget *jobs.BudgetExhaustedError
+		quota  *jobs.QuotaExceededError
+		rate   *jobs.SubmitRateError
+	)
+	switch {
+	case errors.As(err, &budget):
+		return "Your org's token budget for this " + string(budget.Status.Budget.Period) +
+			" is spent; it resets at " + budget.Status.Resets.UTC().Format("2006-01-02 15:04") + " UTC.", budget.RetryAfter, true
+	case errors.As(err, &quota):
+		return fmt.Sprintf("Your org already has %d prompts queued or running, its most; try again when some have finished.",
+			quota.Active), quota.RetryAfter, true
+	case errors.As(err, &rate):
+		return fmt.Sprintf("Too many prompts at once; try again in %d s.", rate.RetryAfter), rate.RetryAfter, true
+	}
+	return "", 0, false
 }

@@ -63,6 +63,12 @@ type Config struct {
 	Output *output.Writer
 	// Governor, when set, paces provider calls to the account's limits across processes.
 	Governor *governor.Governor
+	// Models, when set, lists the models a prompt may ask for; the first is the default.
+	Models []string
+	// OrgMaxQueued, when positive, caps an org's queued plus running jobs.
+	OrgMaxQueued int
+	// SubmitRate, when positive, is each user's submits per second (burst ten times that).
+	SubmitRate float64
 	// Usage, when set, records what every attempt used and refuses the submits of an org
 	// whose budget is spent.
 	Usage *usage.Meter
@@ -100,6 +106,8 @@ type Service struct {
 	extensions []Extension
 	// beats proves every execution of this process alive, one statement per interval.
 	beats *heartbeats
+	// rate limits each user's submits (nil: no limit).
+	rate *submitRate
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 }
@@ -157,7 +165,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg}, Operations: &Operations{reg: reg},
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
-		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
+		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger), rate: newSubmitRate(cfg.SubmitRate, cfg.Now)}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
 	reg.Register(promptOwner{s})

@@ -141,9 +141,18 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
+	if err := s.checkModel(&req); err != nil {
+		return Submitted{}, err
+	}
+	if err := s.rate.take(req.Viewer.UserID); err != nil {
+		return Submitted{}, err
+	}
 	defer s.intake.Enter()()
 	if req.IdempotencyKey == "" {
 		if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
+			return Submitted{}, err
+		}
+		if err := s.checkQuota(ctx, req.Viewer.OrgID); err != nil {
 			return Submitted{}, err
 		}
 		return s.submits.Do(ctx, req)
@@ -161,8 +170,12 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 				out = prior
 				return err
 			}
-			// A replay answers with its original handle even once the budget is spent.
+			// A replay answers with its original handle even once the budget is spent or the
+			// quota full.
 			if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
+				return err
+			}
+			if err := s.checkQuota(ctx, req.Viewer.OrgID); err != nil {
 				return err
 			}
 		}

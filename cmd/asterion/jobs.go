@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"asterion/jobs"
@@ -32,6 +34,11 @@ type jobsSettings struct {
 	prices jobusage.Prices
 	// rpm and tpm are ASTERION_PROVIDER_RPM and ASTERION_PROVIDER_TPM (0: learned).
 	rpm, tpm int
+	// models, maxQueued and submitRate are ASTERION_MODELS, ASTERION_ORG_MAX_QUEUED and
+	// ASTERION_SUBMIT_RATE.
+	models     []string
+	maxQueued  int
+	submitRate float64
 }
 
 func (c *cli) jobsSettings() (jobsSettings, error) {
@@ -74,11 +81,30 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 			st.workers = n
 		}
 	}
-	for key, dst := range map[string]*int{"ASTERION_PROVIDER_RPM": &st.rpm, "ASTERION_PROVIDER_TPM": &st.tpm} {
+	if v := strings.TrimSpace(c.getenv("ASTERION_MODELS")); v != "" {
+		for _, m := range strings.Split(v, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				st.models = append(st.models, m)
+			}
+		}
+		if len(st.models) == 0 {
+			errs = append(errs, fmt.Errorf("ASTERION_MODELS: want model names separated by commas, got %q", v))
+		}
+	}
+	if v := c.getenv("ASTERION_SUBMIT_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			errs = append(errs, fmt.Errorf("ASTERION_SUBMIT_RATE: want submits per second, at least 0 (0: none), got %q", v))
+		} else {
+			st.submitRate = r
+		}
+	}
+	for key, dst := range map[string]*int{"ASTERION_PROVIDER_RPM": &st.rpm, "ASTERION_PROVIDER_TPM": &st.tpm,
+		"ASTERION_ORG_MAX_QUEUED": &st.maxQueued} {
 		if v := c.getenv(key); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				errs = append(errs, fmt.Errorf("%s: want a whole number of at least 0 (0: as the provider says), got %q", key, v))
+				errs = append(errs, fmt.Errorf("%s: want a whole number of at least 0 (0: no limit of its own), got %q", key, v))
 				continue
 			}
 			*dst = n
@@ -111,7 +137,8 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	}
 	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
-		Intake: intake.Config{Yield: st.intakeYield}, Output: out, Usage: meter, Governor: gov})
+		Intake: intake.Config{Yield: st.intakeYield}, Output: out, Usage: meter, Governor: gov,
+		Models: st.models, OrgMaxQueued: st.maxQueued, SubmitRate: st.submitRate})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,76 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"asterion/jobs"
+)
+
+func TestModelList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Models = []string{"small", "large"} })
+	def := e.submit("no model asked")
+	var opts jobs.ExecutionOptions
+	if err := json.Unmarshal(e.job(def.JobID).ExecutionOptions, &opts); err != nil || opts.Model != "small" {
+		t.Errorf("default model %q (%v), want the first listed", opts.Model, err)
+	}
+	e.submit("asks the second", func(r *jobs.SubmitRequest) { r.Options.Model = "large" })
+	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "asks another",
+		Options: jobs.ExecutionOptions{Model: "huge"}})
+	var verr *jobs.ValidationError
+	if !errors.As(err, &verr) || verr.Fields["options.model"] == "" {
+		t.Errorf("an unlisted model: %v", err)
+	}
+}
+
+func TestOrgQueueQuota(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.OrgMaxQueued = 2 })
+	e.submit("one")
+	e.submit("two")
+	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "three"})
+	var qe *jobs.QuotaExceededError
+	if !errors.As(err, &qe) || qe.Active != 2 || qe.Max != 2 || qe.RetryAfter < 1 {
+		t.Fatalf("a third queued job: %v", err)
+	}
+	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "member")
+	if _, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser},
+		Prompt: "another org is not held"}); err != nil {
+		t.Errorf("another org: %v", err)
+	}
+	startRuntime(t, e, e.s, 2)
+	waitFor(t, 20*time.Second, "the org's jobs to finish", func() bool {
+		_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "room again"})
+		return err == nil
+	})
+}
+
+func TestSubmitRate(t *testing.T) {
+	t.Parallel()
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.SubmitRate = 1; c.Now = clock })
+	for i := 0; i < 10; i++ {
+		e.submit("within the burst")
+	}
+	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "one too many"})
+	var re *jobs.SubmitRateError
+	if !errors.As(err, &re) || re.RetryAfter != 1 {
+		t.Fatalf("the eleventh submit at once: %v", err)
+	}
+	if _, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.op, Prompt: "another user"}); err != nil {
+		t.Errorf("another user of the org: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	e.submit("a second later")
+}
