@@ -214,10 +214,33 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 		}
 	}
 	defer s.intake.Transaction(fctx, intake.Finish)()
+	var o outcome
 	if err == nil {
-		return s.finishSuccess(fctx, job, claim, *prompt, resp, took)
+		o = s.finishSuccess(fctx, job, claim, *prompt, resp, took)
+	} else {
+		o = s.finishFailure(fctx, job, claim, err)
 	}
-	return s.finishFailure(fctx, job, claim, err)
+	s.logSettled(job, o, err, time.Since(started))
+	return o
+}
+
+// logSettled writes one info line for a job this execution ended (succeeded or failed), with
+// its ids, attempt, error kind and how long the attempt took; a retry is a debug line.
+func (s *Service) logSettled(job db.Job, o outcome, callErr error, took time.Duration) {
+	if o.err != nil || o.dropped {
+		return
+	}
+	kind := ""
+	if callErr != nil {
+		kind = string(provider.Classify(callErr).Kind)
+	}
+	attrs := []any{"job_id", job.ID, "prompt_id", job.PromptID, "operation_id", job.OperationID, "org_id", job.OrgID,
+		"state", o.state, "attempt", job.Attempt, "error_kind", kind, "duration", took.Round(time.Millisecond)}
+	if o.state == StateQueued {
+		s.log.Debug("job attempt failed; retrying", append(attrs, "retry_in", o.retryIn)...)
+		return
+	}
+	s.log.Info("job "+string(o.state), attrs...)
 }
 
 var errClaimLost = errors.New("claim lost: the job was cancelled or reclaimed")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +97,7 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	rescueAfter := max(svc.cfg.StaleAfter+time.Minute, cfg.JobTimeout+time.Minute)
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:      id,
-		Logger:  svc.log.With("component", "river"),
+		Logger:  slog.New(quietHandler{svc.log.Handler()}).With("component", "river"),
 		Queues:  queues,
 		Workers: workers,
 		// River's default job timeout is one minute; prompts need the adapter's 180 s.

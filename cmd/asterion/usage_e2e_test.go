@@ -83,3 +83,51 @@ func TestServeCountsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestServeLogsEachSettledJobOnce: at info a served job's end is one line with its ids,
+// attempt, error kind and duration, and River's routine records stay below info.
+func TestServeLogsEachSettledJobOnce(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, map[string]string{"ASTERION_SIM_LATENCY": "0-0", "ASTERION_LOG_LEVEL": "info"})
+	ids := identity.NewService(s.DB.Bun)
+	tok, err := ids.CreateToken(context.Background(), "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", s.BaseURL+"/sa-core/v1/prompt", strings.NewReader(`{"prompt":"log me"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&sub)
+	resp.Body.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(s.Logs.String(), `"msg":"job succeeded"`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no settled line; logs:\n%s", s.Logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var settled []map[string]any
+	for _, line := range strings.Split(s.Logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["component"] == "river" && rec["level"] == "INFO" {
+			t.Errorf("River logged at info: %s", line)
+		}
+		if rec["msg"] == "job succeeded" {
+			settled = append(settled, rec)
+		}
+	}
+	if len(settled) != 1 || settled[0]["job_id"] != sub.JobID || settled[0]["attempt"] != 1.0 ||
+		settled[0]["duration"] == nil || settled[0]["prompt_id"] == nil {
+		t.Errorf("settled lines %v", settled)
+	}
+}
