@@ -153,9 +153,7 @@ func (m *Migrator) Status(ctx context.Context) (MigrationStatus, error) {
 		return st, fmt.Errorf("app migration status: %w", err)
 	}
 	if err != nil { // no bun_migrations table yet: everything is pending
-		for _, mig := range m.appAll() {
-			st.AppPending = append(st.AppPending, mig)
-		}
+		st.AppPending = append(st.AppPending, m.appAll()...)
 		return st, nil
 	}
 	for _, mig := range ms {

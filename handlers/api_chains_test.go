@@ -94,7 +94,7 @@ func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 		serveCancel: serveCancel, serveDone: make(chan error, 1)}
 	go func() { f.serveDone <- srv.Serve(serveCtx, ln) }()
 	t.Cleanup(func() {
-		if err, _, late := f.shutdown(); late || err != nil {
+		if _, late, err := f.shutdown(); late || err != nil {
 			t.Errorf("serve: %v (late %v)", err, late)
 		}
 		f.client.CloseIdleConnections()

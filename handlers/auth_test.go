@@ -184,7 +184,7 @@ func TestMemberOnOperatorPageIs403(t *testing.T) {
 	}
 
 	tok := e.token(t, "acme", "mtok", identity.RoleMember)
-	resp, body = e.do(t, withBearer(get(page), tok))
+	resp, _ = e.do(t, withBearer(get(page), tok))
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("member bearer on %s: %d, want 403", page, resp.StatusCode)
 	}

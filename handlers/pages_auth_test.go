@@ -141,12 +141,12 @@ func TestLoginSetsSessionCookie(t *testing.T) {
 			e := newTestEnv(t, Deps{SecureCookies: secure})
 			pw := e.user(t, "acme", "olga", identity.RoleOperator)
 
-			resp, form := e.do(t, get("/login"))
+			resp, _ := e.do(t, get("/login"))
 			if c := cookieNamed(resp, loginCSRF); c == nil || c.Secure != secure {
 				t.Fatalf("login CSRF cookie %+v: want Secure=%v", c, secure)
 			}
 			b := e.browser()
-			_, form = b.do(t, get("/login"))
+			_, form := b.do(t, get("/login"))
 			resp, body := b.do(t, postForm("/login", url.Values{csrfField: {hiddenCSRF(t, form)},
 				"username": {"olga"}, "password": {pw}, "next": {"/admin/deferred-operations"}}))
 			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/admin/deferred-operations" {

@@ -323,7 +323,7 @@ func TestMissionEventsShutdown(t *testing.T) {
 	f := startLiveServer(t)
 	alice := f.user(t, "acme", "alice", identity.RoleMember)
 	streams := []*sseStream{f.openMission(t, alice), f.openMission(t, alice)}
-	err, took, late := f.shutdown()
+	took, late, err := f.shutdown()
 	t.Logf("Serve returned %v after %v with two open streams", err, took)
 	if late || took > 6*time.Second {
 		t.Fatalf("Serve took %v to return with open streams (late %v)", took, late)

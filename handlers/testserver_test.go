@@ -140,7 +140,7 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	}
 	go func() { f.serveDone <- srv.Serve(serveCtx, ln) }()
 	t.Cleanup(func() {
-		if err, took, late := f.shutdown(); late {
+		if took, late, err := f.shutdown(); late {
 			t.Errorf("Serve did not return within 15 s of shutdown")
 		} else if err != nil {
 			t.Errorf("Serve returned %v after %v", err, took)
@@ -179,7 +179,7 @@ func (f *liveServer) StartWorkers(t *testing.T) {
 }
 
 // shutdown cancels the serve context once and reports how Serve ended and how long it took.
-func (f *liveServer) shutdown() (err error, took time.Duration, late bool) {
+func (f *liveServer) shutdown() (took time.Duration, late bool, err error) {
 	f.stopOnce.Do(func() {
 		start := time.Now()
 		f.serveCancel()
@@ -190,7 +190,7 @@ func (f *liveServer) shutdown() (err error, took time.Duration, late bool) {
 		}
 		f.serveTook = time.Since(start)
 	})
-	return f.serveErr, f.serveTook, f.serveLate
+	return f.serveTook, f.serveLate, f.serveErr
 }
 
 // user creates name (and org when missing) with role, and an API token for it.

@@ -208,7 +208,7 @@ func TestSecrets(t *testing.T) {
 	if !strings.HasPrefix(a, "ast_") || len(a) < len("ast_")+50 {
 		t.Fatalf("secret %q: want the prefix and at least 256 bits of base32", a)
 	}
-	if identity.HashSecret(a) == identity.HashSecret(b) || identity.HashSecret(a) != identity.HashSecret(a) {
+	if again := identity.HashSecret(a); identity.HashSecret(a) == identity.HashSecret(b) || again != identity.HashSecret(a) {
 		t.Fatal("HashSecret is not a deterministic function of its input")
 	}
 	if strings.Contains(identity.HashSecret(a), a[4:]) {

@@ -44,7 +44,7 @@ func (s *Reads) DisplayNames(ctx context.Context, orgIDs, userIDs []int64) (orgs
 			return nil
 		}
 		var rows []OrgName
-		if err := s.db.NewSelect().Table(table).Column("id", "name").Where("id IN (?)", bun.In(ids)).Scan(ctx, &rows); err != nil {
+		if err := s.db.NewSelect().Table(table).Column("id", "name").Where("id IN (?)", bun.List(ids)).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("names from %s: %w", table, err)
 		}
 		for _, r := range rows {
@@ -68,7 +68,7 @@ func (s *Reads) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) (m
 		return out, nil
 	}
 	var rows []db.Operation
-	if err := v.Where(s.db.NewSelect().Model(&rows), "operation").Where("operation.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := v.Where(s.db.NewSelect().Model(&rows), "operation").Where("operation.id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load operations: %w", err)
 	}
 	for _, r := range rows {
@@ -84,7 +84,7 @@ func (s *Reads) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uui
 		return out, nil
 	}
 	var rows []db.Job
-	if err := v.Where(s.db.NewSelect().Model(&rows), "job").Where("job.id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := v.Where(s.db.NewSelect().Model(&rows), "job").Where("job.id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
 	}
 	for _, r := range rows {
@@ -119,7 +119,7 @@ func (s *Reads) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states []
 	for i, st := range states {
 		names[i] = string(st)
 	}
-	q := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.id"), "job").Where("job.state IN (?)", bun.In(names))
+	q := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.id"), "job").Where("job.state IN (?)", bun.List(names))
 	if f.State != "" {
 		q = q.Where("job.state = ?", f.State)
 	}

@@ -23,7 +23,9 @@ func (h quietHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return quietHandler{h.inner.WithAttrs(as)}
 }
 
-func (h quietHandler) WithGroup(name string) slog.Handler { return quietHandler{h.inner.WithGroup(name)} }
+func (h quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{h.inner.WithGroup(name)}
+}
 
 // quieter maps info to debug and leaves every other level.
 func quieter(l slog.Level) slog.Level {

@@ -194,11 +194,11 @@ type promptChange struct {
 // missionItems loads prompts with their newest job and that job's response, in ids order.
 func (s *Reads) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) ([]MissionItem, error) {
 	var prompts []db.Entity
-	if err := idb.NewSelect().Model(&prompts).Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := idb.NewSelect().Model(&prompts).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load prompts: %w", err)
 	}
 	var latest []db.Job
-	if err := idb.NewSelect().Model(&latest).DistinctOn("prompt_id").Where("prompt_id IN (?)", bun.In(ids)).
+	if err := idb.NewSelect().Model(&latest).DistinctOn("prompt_id").Where("prompt_id IN (?)", bun.List(ids)).
 		OrderExpr("prompt_id, created_at DESC, id DESC").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load latest jobs: %w", err)
 	}
@@ -211,7 +211,7 @@ func (s *Reads) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) 
 	responses := map[uuid.UUID]db.Entity{}
 	if len(respIDs) > 0 {
 		var rs []db.Entity
-		if err := idb.NewSelect().Model(&rs).Where("id IN (?)", bun.In(respIDs)).Scan(ctx); err != nil {
+		if err := idb.NewSelect().Model(&rs).Where("id IN (?)", bun.List(respIDs)).Scan(ctx); err != nil {
 			return nil, fmt.Errorf("load responses: %w", err)
 		}
 		for _, r := range rs {

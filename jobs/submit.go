@@ -179,7 +179,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 				return err
 			}
 		}
-		correlation := uuid.New()
+		var correlation uuid.UUID
 		promptID := uuid.New()
 		if req.ParentID != nil {
 			var parent db.Entity

@@ -124,7 +124,7 @@ func (s *Service) parentsOf(ctx context.Context, tx bun.Tx, batch []*pendingSubm
 		return nil, nil
 	}
 	var rows []db.Entity
-	if err := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("find parents: %w", err)
 	}
 	parents := make(map[uuid.UUID]db.Entity, len(rows))

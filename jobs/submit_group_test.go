@@ -19,7 +19,7 @@ import (
 func jobTimes(t *testing.T, s *Service, ids []uuid.UUID) map[uuid.UUID]time.Time {
 	t.Helper()
 	var rows []db.Job
-	if err := s.db.NewSelect().Model(&rows).Where("id IN (?)", bun.In(ids)).Scan(context.Background()); err != nil {
+	if err := s.db.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).Scan(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	out := map[uuid.UUID]time.Time{}

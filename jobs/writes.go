@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/schema"
 
 	"asterion/db"
 )
@@ -29,12 +28,6 @@ func writesTo(idb bun.IDB, b *db.Batch) writes {
 // insert appends the INSERT of a bun model; a batch of inserts only runs as one prepared
 // statement (see db.Batch).
 func (w writes) insert(model any) error { return w.b.Insert(model) }
-
-// update appends the UPDATE of a bun model's whole row by primary key.
-func (w writes) update(model any) error { return w.b.Update(model) }
-
-// add appends a built bun query.
-func (w writes) add(q schema.QueryAppender) error { return w.b.Add(q) }
 
 // flush runs the statements now when the batch is the step's own; a caller's batch is left to
 // its caller.

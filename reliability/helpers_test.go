@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,9 +142,6 @@ func pickDuration(t *testing.T, key string, short, lng time.Duration) time.Durat
 
 // goTool finds the go command that runs these tests.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -53,16 +52,12 @@ func testMain(m *testing.M) int {
 
 // goTool finds the go command that runs these tests.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
 	return "/usr/local/go/bin/go"
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // syncBuffer is an io.Writer safe for the server's goroutines and the test to share.
 type syncBuffer struct {

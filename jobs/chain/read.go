@@ -59,7 +59,7 @@ func (c *Chains) Get(ctx context.Context, v registry.Viewer, id uuid.UUID) (Deta
 	statuses := map[uuid.UUID]string{}
 	if len(ids) > 0 {
 		var ops []db.Operation
-		if err := c.db.NewSelect().Model(&ops).Column("id", "status").Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		if err := c.db.NewSelect().Model(&ops).Column("id", "status").Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 			return Detail{}, fmt.Errorf("step operations of chain %s: %w", id, err)
 		}
 		for _, o := range ops {

@@ -91,7 +91,7 @@ func (r *Request) requestHash() string {
 	}
 	steps := make([]step, len(r.Steps))
 	for i, s := range r.Steps {
-		steps[i] = step{s.Prompt, s.IncludePrevious}
+		steps[i] = step(s)
 	}
 	b, _ := json.Marshal(struct {
 		Steps    []step `json:"steps"`

@@ -83,7 +83,7 @@ func (c *Chains) Submit(ctx context.Context, req Request) (Accepted, error) {
 		cont := continuation{V: 1, ChainID: chainID, Step: 1, Steps: make([]contStep, len(req.Steps)), Responses: []uuid.UUID{}}
 		for i, st := range req.Steps {
 			rows[i] = StepRow{ChainID: chainID, Step: i + 1, IncludePrevious: st.IncludePrevious, State: "waiting"}
-			cont.Steps[i] = contStep{Prompt: st.Prompt, IncludePrevious: st.IncludePrevious}
+			cont.Steps[i] = contStep(st)
 		}
 		if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
 			return fmt.Errorf("insert chain steps: %w", err)

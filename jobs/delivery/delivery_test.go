@@ -158,20 +158,6 @@ func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
 	return m
 }
 
-func validHandleDoc(t testing.TB, h deferred.Handle) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(h)
-	if err != nil {
-		t.Fatalf("marshal handle: %v", err)
-	}
-	if err := deferred.ValidateHandle(raw); err != nil {
-		t.Fatalf("handle does not validate: %v\n%s", err, raw)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
-}
-
 // historyStatuses lists the statuses of an operation's history.
 func (e *tenv) historyStatuses(id uuid.UUID) []string {
 	var out []string

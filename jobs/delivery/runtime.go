@@ -22,7 +22,7 @@ func (ds *Deliveries) Recover(ctx context.Context) (int, error) {
 	err := ds.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var lost []Delivery
 		if err := tx.NewSelect().Model(&lost).
-			Where("delivery.state IN (?)", bun.In([]string{Accepted, Retryable, InFlight})).
+			Where("delivery.state IN (?)", bun.List([]string{Accepted, Retryable, InFlight})).
 			Where(`CASE WHEN delivery.state = 'in_flight' THEN
 				delivery.in_flight_since < now() - ?::interval AND NOT EXISTS (SELECT 1 FROM river_job r
 					WHERE r.id = delivery.river_job_id AND r.state IN ('available', 'scheduled', 'retryable', 'pending'))

@@ -189,7 +189,7 @@ func Replay(ctx context.Context, bunDB bun.IDB, after int64, scope Scope, limit 
 		q = q.Where("org_id = ANY (?)", pgdialect.Array([]int64{scope.OrgID})).OrderExpr("org_id, seq")
 	}
 	if len(scope.Topics) > 0 {
-		q = q.Where("topic IN (?)", bun.In(scope.Topics))
+		q = q.Where("topic IN (?)", bun.List(scope.Topics))
 	}
 	var rows []db.Event
 	if err := q.Scan(ctx, &rows); err != nil {
@@ -246,12 +246,10 @@ func fromRow(r db.Event) Event {
 	if r.Seq != nil {
 		seq = *r.Seq
 	}
-	payload := r.Payload
+	payload := json.RawMessage(`{}`)
 	var b bytes.Buffer
 	if err := json.Compact(&b, r.Payload); err == nil {
 		payload = b.Bytes()
-	} else {
-		payload = json.RawMessage(`{}`)
 	}
 	return Event{Seq: seq, Topic: r.Topic, OrgID: r.OrgID, UserID: r.UserID, PromptID: r.PromptID, JobID: r.JobID,
 		OperationID: r.OperationID, Payload: payload, CreatedAt: r.CreatedAt}

@@ -108,7 +108,7 @@ func Suspend(ctx context.Context, tx bun.Tx, waitingOn uuid.UUID, owner string, 
 	}
 	ids := append([]uuid.UUID{waitingOn}, alsoOn...)
 	if _, err := tx.NewUpdate().Model((*db.Operation)(nil)).Set("continuation_digest = ?", digest).
-		Where("id IN (?)", bun.In(ids)).Exec(ctx); err != nil {
+		Where("id IN (?)", bun.List(ids)).Exec(ctx); err != nil {
 		return "", fmt.Errorf("record continuation digest: %w", err)
 	}
 	return digest, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/schema"
 
 	"asterion/db"
 )
@@ -29,8 +28,6 @@ func writesTo(idb bun.IDB, b *db.Batch) writes {
 func (w writes) insert(model any) error { return w.b.Insert(model) }
 
 func (w writes) update(model any) error { return w.b.Update(model) }
-
-func (w writes) add(q schema.QueryAppender) error { return w.b.Add(q) }
 
 // flush runs the statements now when the batch is the step's own; a caller's batch is left to
 // its caller.
