@@ -80,7 +80,7 @@ func New(deps Deps) *Server {
 		ErrorHandler:          s.handleError,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
-	s.app.Use(s.recoverPanic, s.requestID, s.accessLog, metrics.middleware, enforceBodyLimit)
+	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit)
 	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
 	for _, r := range s.routes() {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
@@ -117,6 +117,9 @@ func isAPIPath(p string) bool { return strings.HasPrefix(p, "/sa-core/") }
 // handleError turns an error no handler answered into a clean response: a problem document
 // for the API, a page otherwise; never a stack trace, SQL or an internal path.
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	// Errors the transport raises (a body over the limit, a bad request line) reach here
+	// without the middleware having run.
+	setBrowserHeaders(c)
 	status := fiber.StatusInternalServerError
 	detail := "an internal error occurred; it has been logged"
 	var fe *fiber.Error
