@@ -11,25 +11,22 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"style-src-attr 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; " +
 	"frame-ancestors 'none'; form-action 'self'"
 
-// setBrowserHeaders sets the headers of CONTRACT.md "Browser headers" on c's answer. They are
-// harmless on JSON, scripts and styles, so every answer gets them and no page can miss them.
+// setBrowserHeaders sets the headers of CONTRACT.md "Browser headers" on c's answer, with
+// Cache-Control: no-store, which a handler that chooses its own caching replaces (static files
+// set max-age, the streams no-cache): no shared or back-button cache keeps a signed-in page.
+// They are harmless on JSON, scripts and styles, so every answer gets them and no page can miss
+// them; pages for anonymous callers too (the sign-in form carries a fresh CSRF cookie).
 func setBrowserHeaders(c *fiber.Ctx) {
 	h := &c.Response().Header
 	h.Set(fiber.HeaderContentSecurityPolicy, ContentSecurityPolicy)
 	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	h.Set(fiber.HeaderReferrerPolicy, "same-origin")
 	h.Set(fiber.HeaderXFrameOptions, "DENY")
+	h.Set(fiber.HeaderCacheControl, "no-store")
 }
 
-// browserHeaders sets the browser headers before the handler runs, and marks every answer that
-// chose no caching of its own Cache-Control: no-store (static files set max-age, the streams
-// no-cache), so that no shared or back-button cache keeps a signed-in page. Pages for
-// anonymous callers get it too: the sign-in form carries a fresh CSRF cookie.
+// browserHeaders sets the browser headers before the handler runs.
 func browserHeaders(c *fiber.Ctx) error {
 	setBrowserHeaders(c)
-	err := c.Next()
-	if len(c.Response().Header.Peek(fiber.HeaderCacheControl)) == 0 {
-		c.Set(fiber.HeaderCacheControl, "no-store")
-	}
-	return err
+	return c.Next()
 }

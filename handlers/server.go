@@ -32,9 +32,6 @@ import (
 // BodyLimit is the largest request body accepted (CONTRACT.md: 413 above 256 KiB).
 const BodyLimit = 256 * 1024
 
-// transportBodyLimit is what the server reads before refusing outright.
-const transportBodyLimit = 8 << 20
-
 // Deps are the server's collaborators, passed in explicitly.
 type Deps struct {
 	Identity *identity.Service
@@ -50,6 +47,8 @@ type Deps struct {
 	// Version is printed by /healthz.
 	Version string
 	RiverUI http.Handler // River's own web UI (riverui.Handler), mounted at /admin/river for admins; nil leaves it out.
+	// Limits are the transport limits; they must pass Limits.Validate (zero values are defaults).
+	Limits Limits
 }
 
 // Server is the HTTP application.
@@ -67,13 +66,16 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
+	if err := deps.Limits.Validate(); err != nil {
+		panic("handlers.New: " + err.Error())
+	}
+	deps.Limits = deps.Limits.withDefaults()
 	s := &Server{deps: deps, log: deps.Logger}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
-		// fasthttp answers a body over its limit and closes the connection while the client may
-		// still be writing, which the client sees as a broken pipe instead of the 413; so the
-		// transport limit is larger and enforceBodyLimit answers the contract's 413 cleanly.
-		BodyLimit:             transportBodyLimit,
+		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a
+		// chunked body at the limit; the answer is handleError's 413.
+		BodyLimit:             BodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		IdleTimeout:           120 * time.Second,
@@ -100,7 +102,7 @@ func (s *Server) App() *fiber.App { return s.app }
 // Serve serves on ln until ctx ends, then shuts down gracefully within 5 s (open SSE streams end at once).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.app.Listener(ln) }()
+	go func() { errc <- s.app.Listener(newConnGuard(ln, s.deps.Limits.MaxConnsPerIP, s.log)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
@@ -138,7 +140,11 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	} else {
 		s.log.Error("request failed", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
 	}
-	if isAPIPath(c.Path()) || c.Get(fiber.HeaderAccept) == "application/json" {
+	// A chunked body over the limit makes the transport drop the request (path and headers
+	// are gone, Host with them) before this runs: it answers a problem document, as an API
+	// client sends such bodies, not a browser form.
+	dropped := len(c.Request().Header.Host()) == 0
+	if isAPIPath(c.Path()) || c.Get(fiber.HeaderAccept) == "application/json" || dropped {
 		return problem(c, status, detail)
 	}
 	return s.errorPage(c, status, statusTitle(status), detail)

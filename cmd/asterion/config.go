@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"asterion/db"
+	"asterion/handlers"
 )
 
 // common are the settings every subcommand that touches the database shares.
@@ -90,4 +91,18 @@ func envOr(getenv env, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// httpLimits reads the transport limits: ASTERION_MAX_CONNS_PER_IP (open connections of one
+// client address, default 256).
+func httpLimits(getenv env) (handlers.Limits, error) {
+	var l handlers.Limits
+	if s := getenv("ASTERION_MAX_CONNS_PER_IP"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return l, fmt.Errorf("ASTERION_MAX_CONNS_PER_IP: want a positive number, got %q", s)
+		}
+		l.MaxConnsPerIP = n
+	}
+	return l, l.Validate()
 }

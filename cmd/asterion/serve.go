@@ -37,7 +37,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	_, _, verr := cm.validate(c.getenv)
 	st, serr := c.jobsSettings()
-	if err := errors.Join(verr, serr, validateAddr(*addr)); err != nil {
+	limits, lerr := httpLimits(c.getenv)
+	if err := errors.Join(verr, serr, lerr, validateAddr(*addr)); err != nil {
 		return err
 	}
 	if *workers == 0 {
@@ -114,6 +115,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		Logger:   log,
 		Registry: reg,
 		Version:  version,
+		Limits:   limits,
 		// Behind a TLS-terminating proxy the browser talks HTTPS: mark cookies Secure.
 		SecureCookies: c.getenv("ASTERION_SECURE_COOKIES") == "true",
 		Ready: func(ctx context.Context) error {
