@@ -121,6 +121,12 @@ func (s *Server) queueMetrics(c *fiber.Ctx) error {
 		}
 		window = d
 	}
+	release, ok := s.metricsSlot()
+	if !ok {
+		c.Set(fiber.HeaderRetryAfter, "2")
+		return problem(c, fiber.StatusTooManyRequests, "queue metrics are being computed for other callers; retry shortly")
+	}
+	defer release()
 	m, err := s.deps.Jobs.QueueMetrics(c.UserContext(), viewerOf(principalOf(c)), window)
 	if err != nil {
 		return err

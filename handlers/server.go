@@ -56,6 +56,8 @@ type Server struct {
 	app  *fiber.App
 	deps Deps
 	log  *slog.Logger
+	// metricsSlots bounds the queue-metrics computations running at once (metrics_slots.go).
+	metricsSlots chan struct{}
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -70,7 +72,7 @@ func New(deps Deps) *Server {
 		panic("handlers.New: " + err.Error())
 	}
 	deps.Limits = deps.Limits.withDefaults()
-	s := &Server{deps: deps, log: deps.Logger}
+	s := &Server{deps: deps, log: deps.Logger, metricsSlots: make(chan struct{}, metricsConcurrency)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a
@@ -82,7 +84,7 @@ func New(deps Deps) *Server {
 		ErrorHandler:          s.handleError,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
-	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit)
+	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit, s.requestDeadline)
 	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
 	for _, r := range s.routes() {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
@@ -131,6 +133,15 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if status == fiber.StatusRequestEntityTooLarge {
 			detail = fmt.Sprintf("the body is larger than %d bytes", BodyLimit)
 		}
+	} else if requestTimedOut(c) {
+		status = fiber.StatusServiceUnavailable
+		detail = fmt.Sprintf("the request took longer than %s and was stopped; retry later", s.deps.Limits.RequestTimeout)
+		c.Set(fiber.HeaderRetryAfter, "5")
+		s.log.Warn("request deadline passed", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
+	} else if errors.Is(requestEndCause(c), errClientGone) {
+		// Nobody reads this answer.
+		status, detail = fiber.StatusServiceUnavailable, "the client closed the connection"
+		s.log.Info("client left before the answer", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path())
 	} else if db.IsUnavailable(err) {
 		// The client may retry; with its Idempotency-Key when it submitted, since a connection
 		// lost during COMMIT leaves the outcome unknown.

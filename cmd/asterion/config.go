@@ -20,6 +20,10 @@ type common struct {
 	json        bool
 	logLevel    string
 	dbWait      time.Duration
+	// statementTimeout is ASTERION_STATEMENT_TIMEOUT (0: db's default); noStatementTimeout
+	// leaves it off (migrate, whose DDL may run long).
+	statementTimeout   time.Duration
+	noStatementTimeout bool
 }
 
 // bindCommon adds --database-url, --json and --log-level with their environment defaults.
@@ -49,6 +53,14 @@ func (cm *common) validate(getenv env) (db.URL, slog.Level, error) {
 			errs = append(errs, fmt.Errorf("ASTERION_DB_WAIT: want a duration like 30s, got %q", s))
 		} else {
 			cm.dbWait = d
+		}
+	}
+	if s := getenv("ASTERION_STATEMENT_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Millisecond {
+			errs = append(errs, fmt.Errorf("ASTERION_STATEMENT_TIMEOUT: want a duration like 15s, got %q", s))
+		} else {
+			cm.statementTimeout = d
 		}
 	}
 	return u, level, errors.Join(errs...)
