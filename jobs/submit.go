@@ -66,6 +66,8 @@ func (r *SubmitRequest) validate() error {
 	switch n := utf8.RuneCountInString(text); {
 	case !utf8.ValidString(r.Prompt):
 		fields["prompt"] = "must be valid UTF-8"
+	case controlCharProblem(r.Prompt) != "":
+		fields["prompt"] = controlCharProblem(r.Prompt)
 	case n == 0:
 		fields["prompt"] = "is required and must not be blank"
 	case n > MaxPromptChars:
@@ -88,6 +90,8 @@ func (r *SubmitRequest) validate() error {
 	for name, v := range map[string]string{"model": o.Model, "prefer_provider": o.PreferProvider, "router_model": o.RouterModel} {
 		if len(v) > 200 {
 			fields["options."+name] = "must be at most 200 characters"
+		} else if msg := controlCharProblem(v); msg != "" {
+			fields["options."+name] = msg
 		}
 	}
 	if o.Depth != nil && (*o.Depth < 0 || *o.Depth > 64) {
@@ -102,6 +106,18 @@ func (r *SubmitRequest) validate() error {
 		return &ValidationError{Fields: fields}
 	}
 	return nil
+}
+
+// controlCharProblem says what is wrong with text holding NUL, another C0 control character
+// other than tab, newline and carriage return, or DEL (PostgreSQL text cannot hold NUL, and the
+// others are never prompt text), or returns "". Every path that writes prompt text checks it.
+func controlCharProblem(text string) string {
+	for _, r := range text {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return fmt.Sprintf("must not contain control characters (found U+%04X); tab, newline and carriage return are allowed", r)
+		}
+	}
+	return ""
 }
 
 func checkIdempotencyKey(k string) string {
