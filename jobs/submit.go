@@ -47,6 +47,9 @@ type SubmitRequest struct {
 	MaxAttempts    *int
 	Options        ExecutionOptions
 	IdempotencyKey string
+	// keyEpoch tells apart the uses of a key that expired and was taken over again (it is ""
+	// for a key's first use), so that each use derives its own operation id.
+	keyEpoch string
 }
 
 // Submitted is the answer to an accepted prompt.
@@ -167,7 +170,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 	var out Submitted
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if req.IdempotencyKey != "" {
-			prior, found, err := s.claimIdempotencyKey(ctx, tx, req)
+			prior, found, err := s.claimIdempotencyKey(ctx, tx, &req)
 			if err != nil || found {
 				out = prior
 				return err
@@ -221,21 +224,33 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 			ParentID: r.ParentID, CausationID: r.ParentID, TruthClass: "authored", StateClass: "open",
 			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
-			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey}
+			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
 // made with it. A concurrent twin waits on the key's row until the first commits.
-func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req SubmitRequest) (Submitted, bool, error) {
+func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *SubmitRequest) (Submitted, bool, error) {
 	hash := req.requestHash()
-	res, err := tx.ExecContext(ctx, `INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO NOTHING`,
-		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil)
-	if err != nil {
-		return Submitted{}, false, fmt.Errorf("reserve idempotency key: %w", err)
+	// A key older than IdempotencyKeyTTL is expired: taken over as if it were new (xmax is 0
+	// for a row the statement inserted, not for one it updated).
+	var claimed struct {
+		Inserted  bool      `bun:"inserted"`
+		CreatedAt time.Time `bun:"created_at"`
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	err := tx.NewRaw(`INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO UPDATE
+		SET request_hash = EXCLUDED.request_hash, prompt_id = EXCLUDED.prompt_id, job_id = EXCLUDED.job_id, created_at = now()
+		WHERE sa_idempotency.created_at < now() - ?::interval
+		RETURNING xmax = 0 AS inserted, created_at`,
+		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
+	switch {
+	case err == nil:
+		if !claimed.Inserted {
+			req.keyEpoch = keyEpochOf(claimed.CreatedAt)
+		}
 		return Submitted{}, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Submitted{}, false, fmt.Errorf("reserve idempotency key: %w", err)
 	}
 	var prior struct {
 		RequestHash string    `bun:"request_hash"`
@@ -250,7 +265,13 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req Submit
 		return Submitted{}, true, ErrIdempotencyConflict
 	}
 	var job db.Job
-	if err := tx.NewSelect().Model(&job).Where("id = ?", prior.JobID).Scan(ctx); err != nil {
+	err = tx.NewSelect().Model(&job).Where("id = ?", prior.JobID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The key's job was archived: the key is expired. Take it over unless a concurrent
+		// twin just did, whose submission is then the answer.
+		return s.takeOverArchivedKey(ctx, tx, req, hash, prior.JobID)
+	}
+	if err != nil {
 		return Submitted{}, true, fmt.Errorf("read job of idempotency key: %w", err)
 	}
 	var op db.Operation
