@@ -23,10 +23,22 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	for i, h := range d.History {
 		hist[i] = toJobJSON(h)
 	}
+	// error_message is what a member may see; operators also get the provider's own words.
+	var detail *string
+	if p := principalOf(c); p.SeesOrg() {
+		text, err := s.deps.Jobs.ErrorDetail(c.UserContext(), viewerOf(p), id)
+		if err != nil {
+			return s.jobsError(c, err)
+		}
+		if text != "" {
+			detail = &text
+		}
+	}
 	return c.JSON(struct {
 		jobJSON
-		History []jobJSON `json:"history"`
-	}{toJobJSON(d.Job), hist})
+		ErrorDetail *string   `json:"error_detail,omitempty"`
+		History     []jobJSON `json:"history"`
+	}{toJobJSON(d.Job), detail, hist})
 }
 
 // listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).
