@@ -58,6 +58,8 @@ type Server struct {
 	log  *slog.Logger
 	// metricsSlots bounds the queue-metrics computations running at once (metrics_slots.go).
 	metricsSlots chan struct{}
+	// ready caches the readiness check of /readyz (health.go).
+	ready *readyCache
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -72,7 +74,8 @@ func New(deps Deps) *Server {
 		panic("handlers.New: " + err.Error())
 	}
 	deps.Limits = deps.Limits.withDefaults()
-	s := &Server{deps: deps, log: deps.Logger, metricsSlots: make(chan struct{}, metricsConcurrency)}
+	s := &Server{deps: deps, log: deps.Logger, metricsSlots: make(chan struct{}, metricsConcurrency),
+		ready: &readyCache{now: time.Now}}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a

@@ -38,7 +38,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	_, _, verr := cm.validate(c.getenv)
 	st, serr := c.jobsSettings()
 	limits, lerr := httpLimits(c.getenv)
-	if err := errors.Join(verr, serr, lerr, validateAddr(*addr)); err != nil {
+	if err := errors.Join(verr, serr, lerr, validateAddr(*addr), validatePprofAddr(c.getenv("ASTERION_PPROF_ADDR"))); err != nil {
 		return err
 	}
 	if *workers == 0 {
