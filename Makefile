@@ -68,6 +68,7 @@ FUZZTIME ?= 20s
 fuzz:
 	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzDecodeSubmit$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzParseLastEventID$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzBulkForm$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/provider/ -run '^$$' -fuzz '^FuzzParseDirectives$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateStatus$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateHandle$$' -fuzztime $(FUZZTIME)
