@@ -1,6 +1,10 @@
 package handlers
 
-import "github.com/gofiber/fiber/v2"
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
 
 // ContentSecurityPolicy is sent with every answer. Scripts and styles come from the server's
 // own /static only: no inline script, no eval (htmx runs with allowEval off), no framing, no
@@ -11,6 +15,12 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"style-src-attr 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; " +
 	"frame-ancestors 'none'; form-action 'self'"
 
+// riverUIPolicy is the policy of River's own UI (admins only, at /admin/river): the same, except
+// that its bundled libraries add <style> elements (toasts, theme switching), so styles may be
+// inline there. Scripts stay same-origin only.
+const riverUIPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
 // setBrowserHeaders sets the headers of CONTRACT.md "Browser headers" on c's answer, with
 // Cache-Control: no-store, which a handler that chooses its own caching replaces (static files
 // set max-age, the streams no-cache): no shared or back-button cache keeps a signed-in page.
@@ -18,7 +28,11 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // them; pages for anonymous callers too (the sign-in form carries a fresh CSRF cookie).
 func setBrowserHeaders(c *fiber.Ctx) {
 	h := &c.Response().Header
-	h.Set(fiber.HeaderContentSecurityPolicy, ContentSecurityPolicy)
+	if strings.HasPrefix(c.Path(), "/admin/river") {
+		h.Set(fiber.HeaderContentSecurityPolicy, riverUIPolicy)
+	} else {
+		h.Set(fiber.HeaderContentSecurityPolicy, ContentSecurityPolicy)
+	}
 	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	h.Set(fiber.HeaderReferrerPolicy, "same-origin")
 	h.Set(fiber.HeaderXFrameOptions, "DENY")
