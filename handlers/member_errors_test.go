@@ -17,7 +17,7 @@ import (
 // TestProviderErrorsShownToMembers: when the provider fails, what a member reads (the job, the
 // operation's status) carries the error kind, the HTTP status and a fixed description, never the
 // provider's URL, addresses or response body; an operator of the org reads the full detail on
-// the job (error_detail), a member of the org never does.
+// the job (error_detail in the API, the dashboard's job page), a member of the org never does.
 func TestProviderErrorsShownToMembers(t *testing.T) {
 	t.Parallel()
 	const secretBody = "upstream 10.9.8.7 said: quota for key sk-live-abc exhausted at https://internal.example/v1"
@@ -112,6 +112,9 @@ func TestProviderErrorsShownToMembers(t *testing.T) {
 			}
 			if opJob.ErrorDetail == "" || !strings.Contains(opJob.ErrorDetail, tc.leaks[0]) {
 				t.Errorf("operator's error_detail %q lacks the provider's detail %q", opJob.ErrorDetail, tc.leaks[0])
+			}
+			if page := get(operator, "/admin/jobs/"+sub.JobID); !strings.Contains(page, tc.leaks[0]) {
+				t.Errorf("the operator's job page lacks the provider's detail %q", tc.leaks[0])
 			}
 		})
 	}
