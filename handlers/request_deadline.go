@@ -17,7 +17,8 @@ var errClientGone = errors.New("the client closed the connection")
 // statement's context ends, and PostgreSQL then stops the statement).
 //
 // A stream is exempt by construction: its handler returns at once and its body writer runs
-// after, on a context of its own.
+// after, on a context of its own. A body writer must never use c.UserContext(), which ends when
+// the handler returns.
 func (s *Server) requestDeadline(c *fiber.Ctx) error {
 	ctx, cancelTimeout := context.WithTimeout(c.UserContext(), s.deps.Limits.RequestTimeout)
 	defer cancelTimeout()
