@@ -114,8 +114,8 @@ func (r *ChainRequest) validate() error {
 		switch n := utf8.RuneCountInString(text); {
 		case !utf8.ValidString(st.Prompt):
 			fields[fmt.Sprintf("steps[%d].prompt", i)] = "must be valid UTF-8"
-		case controlCharProblem(st.Prompt) != "":
-			fields[fmt.Sprintf("steps[%d].prompt", i)] = controlCharProblem(st.Prompt)
+		case ControlCharProblem(st.Prompt) != "":
+			fields[fmt.Sprintf("steps[%d].prompt", i)] = ControlCharProblem(st.Prompt)
 		case n == 0:
 			fields[fmt.Sprintf("steps[%d].prompt", i)] = "is required and must not be blank"
 		case n > MaxPromptChars:

@@ -69,8 +69,8 @@ func (r *SubmitRequest) validate() error {
 	switch n := utf8.RuneCountInString(text); {
 	case !utf8.ValidString(r.Prompt):
 		fields["prompt"] = "must be valid UTF-8"
-	case controlCharProblem(r.Prompt) != "":
-		fields["prompt"] = controlCharProblem(r.Prompt)
+	case ControlCharProblem(r.Prompt) != "":
+		fields["prompt"] = ControlCharProblem(r.Prompt)
 	case n == 0:
 		fields["prompt"] = "is required and must not be blank"
 	case n > MaxPromptChars:
@@ -93,7 +93,7 @@ func (r *SubmitRequest) validate() error {
 	for name, v := range map[string]string{"model": o.Model, "prefer_provider": o.PreferProvider, "router_model": o.RouterModel} {
 		if len(v) > 200 {
 			fields["options."+name] = "must be at most 200 characters"
-		} else if msg := controlCharProblem(v); msg != "" {
+		} else if msg := ControlCharProblem(v); msg != "" {
 			fields["options."+name] = msg
 		}
 	}
@@ -111,10 +111,11 @@ func (r *SubmitRequest) validate() error {
 	return nil
 }
 
-// controlCharProblem says what is wrong with text holding NUL, another C0 control character
+// ControlCharProblem says what is wrong with text holding NUL, another C0 control character
 // other than tab, newline and carriage return, or DEL (PostgreSQL text cannot hold NUL, and the
-// others are never prompt text), or returns "". Every path that writes prompt text checks it.
-func controlCharProblem(text string) string {
+// others are never prompt text), or returns "". Every validation of prompt text (a submit, a
+// chain step, an option) uses it, so every write path answers the same 422.
+func ControlCharProblem(text string) string {
 	for _, r := range text {
 		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
 			return fmt.Sprintf("must not contain control characters (found U+%04X); tab, newline and carriage return are allowed", r)
