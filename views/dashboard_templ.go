@@ -588,8 +588,8 @@ func liveStream(l Live, events string) templ.Component {
 }
 
 // pollTrigger is the hx-trigger of an element that refreshes itself while the stream is down:
-// dashboard.js sends it asterion:poll every 2 s then (a trigger filter would need eval, which
-// the Content-Security-Policy refuses).
+// app.js sends it asterion:poll every 2 s while asterionLive.shouldPoll() (a trigger filter
+// would need eval, which the Content-Security-Policy refuses).
 func pollTrigger(extra string) string {
 	t := "asterion:poll"
 	if extra != "" {

@@ -2,8 +2,8 @@
 //
 // - Live status: #live-status follows the page's one EventSource (htmx:sseOpen/sseError).
 //   While the stream is down, #live-fallback is shown and elements whose hx-trigger names
-//   asterion:poll get that event every 2 s (a trigger filter would need eval, which the
-//   Content-Security-Policy refuses).
+//   asterion:poll get that event every 2 s from app.js while asterionLive.shouldPoll() (a
+//   trigger filter would need eval, which the Content-Security-Policy refuses).
 // - Pause: [data-live-toggle] closes the stream (by swapping #live-stream out, which makes the
 //   SSE extension close its EventSource) and stops polling; resuming swaps it back in, which
 //   reconnects, and every connect starts with a snapshot of the rows on the page.
@@ -128,12 +128,6 @@
     }
   }
   setInterval(tick, 1000);
-
-  setInterval(function () {
-    if (!window.asterionLive.shouldPoll() || !window.htmx) return;
-    var els = document.querySelectorAll('[hx-trigger*="asterion:poll"]');
-    for (var i = 0; i < els.length; i++) htmx.trigger(els[i], "asterion:poll");
-  }, 2000);
 
   var lastBanners = null;
   function banners() {
