@@ -30,11 +30,50 @@ type OpenConfig struct {
 	MaxOpenConns int
 	// Logger receives retry notices; nil means slog.Default.
 	Logger *slog.Logger
+	// StatementTimeout is every statement's statement_timeout on these connections (default
+	// DefaultStatementTimeout); NoStatementTimeout leaves PostgreSQL's own setting (migrations).
+	StatementTimeout   time.Duration
+	NoStatementTimeout bool
+}
+
+// DefaultStatementTimeout bounds every statement of the app's connections: above the 10 s
+// deadline of a request, so a request's own deadline ends it first, and far above any statement
+// the app runs when healthy.
+const DefaultStatementTimeout = 15 * time.Second
+
+// clientCheckInterval is client_connection_check_interval: how often PostgreSQL checks, during a
+// long statement, that the connection is still open. A statement whose context ends closes its
+// connection (see preparingConn), and the server then stops the statement within this interval
+// instead of running it to the end for nobody.
+const clientCheckInterval = time.Second
+
+func (cfg OpenConfig) validate() error {
+	if cfg.StatementTimeout < 0 || cfg.StatementTimeout > 0 && cfg.StatementTimeout < time.Millisecond {
+		return fmt.Errorf("statement timeout: want at least 1ms, got %s", cfg.StatementTimeout)
+	}
+	if cfg.MaxOpenConns < 0 {
+		return fmt.Errorf("max open connections: want a positive number, got %d", cfg.MaxOpenConns)
+	}
+	return nil
+}
+
+// statementTimeout is the statement_timeout the connections get, 0 for none.
+func (cfg OpenConfig) statementTimeout() time.Duration {
+	switch {
+	case cfg.NoStatementTimeout:
+		return 0
+	case cfg.StatementTimeout == 0:
+		return DefaultStatementTimeout
+	}
+	return cfg.StatementTimeout
 }
 
 // Open connects bun over pgdriver, waiting with backoff while the server is unreachable and
 // creating the database when asked to. The error names host and port when it gives up.
 func Open(ctx context.Context, cfg OpenConfig) (*bun.DB, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if cfg.WaitFor == 0 {
 		cfg.WaitFor = 30 * time.Second
 	}
@@ -70,7 +109,7 @@ func Open(ctx context.Context, cfg OpenConfig) (*bun.DB, error) {
 }
 
 func tryOpen(ctx context.Context, cfg OpenConfig) (*bun.DB, error) {
-	db := newBun(cfg.URL, cfg.MaxOpenConns)
+	db := newBun(cfg.URL, cfg.MaxOpenConns, cfg.statementTimeout())
 	err := db.PingContext(ctx)
 	if err == nil {
 		return db, nil
@@ -82,7 +121,7 @@ func tryOpen(ctx context.Context, cfg OpenConfig) (*bun.DB, error) {
 	if err := createDatabase(ctx, cfg.URL); err != nil {
 		return nil, err
 	}
-	db = newBun(cfg.URL, cfg.MaxOpenConns)
+	db = newBun(cfg.URL, cfg.MaxOpenConns, cfg.statementTimeout())
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -90,9 +129,10 @@ func tryOpen(ctx context.Context, cfg OpenConfig) (*bun.DB, error) {
 	return db, nil
 }
 
-func newBun(u URL, maxOpen int) *bun.DB {
-	sqldb := sql.OpenDB(preparingConnector{pgdriver.NewConnector(pgdriver.WithDSN(u.String()),
-		pgdriver.WithTimeout(5*time.Second), pgdriver.WithApplicationName("asterion"))})
+func newBun(u URL, maxOpen int, statementTimeout time.Duration) *bun.DB {
+	sqldb := sql.OpenDB(preparingConnector{Connector: pgdriver.NewConnector(pgdriver.WithDSN(u.String()),
+		pgdriver.WithTimeout(5*time.Second), pgdriver.WithApplicationName("asterion")),
+		statementTimeout: statementTimeout})
 	sqldb.SetMaxOpenConns(maxOpen)
 	sqldb.SetMaxIdleConns(maxOpen)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
@@ -101,7 +141,7 @@ func newBun(u URL, maxOpen int) *bun.DB {
 
 // createDatabase connects to the maintenance database and creates the target one.
 func createDatabase(ctx context.Context, u URL) error {
-	admin := newBun(u.WithDatabase("postgres"), 1)
+	admin := newBun(u.WithDatabase("postgres"), 1, 0)
 	defer admin.Close()
 	_, err := admin.ExecContext(ctx, "CREATE DATABASE "+quoteIdent(u.Database))
 	var pgErr pgdriver.Error

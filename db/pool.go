@@ -3,10 +3,17 @@ package db
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// PoolStatementTimeout is the statement_timeout of the pgx pool's connections. No client
+// request runs a statement there: River's own statements (its maintenance bounds each run to a
+// minute, a reindex included), the change-feed sequencer and LISTEN; so the bound is a backstop
+// above River's, not the app's DefaultStatementTimeout.
+const PoolStatementTimeout = 2 * time.Minute
 
 // OpenPool opens the pgx pool that River's worker client and the change-feed listener use
 // (LISTEN/NOTIFY needs a real pgx connection; see DESIGN.md on why bun's pgdriver is not used).
@@ -19,6 +26,7 @@ func OpenPool(ctx context.Context, u URL, maxConns int32) (*pgxpool.Pool, error)
 		cfg.MaxConns = maxConns
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "asterion-river"
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(PoolStatementTimeout.Milliseconds(), 10)
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

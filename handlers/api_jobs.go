@@ -23,6 +23,17 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	for i, h := range d.History {
 		hist[i] = toJobJSON(h)
 	}
+	// error_message is what a member may see; operators also get the provider's own words.
+	var detail *string
+	if p := principalOf(c); p.SeesOrg() {
+		text, err := s.deps.Jobs.ErrorDetail(c.UserContext(), viewerOf(p), id)
+		if err != nil {
+			return s.jobsError(c, err)
+		}
+		if text != "" {
+			detail = &text
+		}
+	}
 	u, err := s.jobUsageOf(c.UserContext(), d.Job)
 	if err != nil {
 		return err
@@ -30,8 +41,9 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	return c.JSON(struct {
 		jobJSON
 		jobUsageJSON
-		History []jobJSON `json:"history"`
-	}{toJobJSON(d.Job), u, hist})
+		ErrorDetail *string   `json:"error_detail,omitempty"`
+		History     []jobJSON `json:"history"`
+	}{toJobJSON(d.Job), u, detail, hist})
 }
 
 // listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).
@@ -126,6 +138,12 @@ func (s *Server) queueMetrics(c *fiber.Ctx) error {
 		}
 		window = d
 	}
+	release, ok := s.metricsSlot()
+	if !ok {
+		c.Set(fiber.HeaderRetryAfter, "2")
+		return problem(c, fiber.StatusTooManyRequests, "queue metrics are being computed for other callers; retry shortly")
+	}
+	defer release()
 	m, err := s.deps.Jobs.QueueMetrics(c.UserContext(), viewerOf(principalOf(c)), window)
 	if err != nil {
 		return err

@@ -40,7 +40,7 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 	if err != nil {
 		return views.Health{}, err
 	}
-	live, err := s.deps.Jobs.WorkerLiveness(ctx)
+	live, err := s.deps.Jobs.WorkerLivenessFor(ctx, v)
 	if err != nil {
 		return views.Health{}, err
 	}

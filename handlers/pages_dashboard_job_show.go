@@ -24,6 +24,9 @@ func (s *Server) jobDetail(ctx context.Context, v jobs.Viewer, id uuid.UUID) (vi
 	if jd.Job.ResponseID != nil {
 		d.ResponseID = jd.Job.ResponseID.String()
 	}
+	if d.ErrorMessage, err = s.operatorErrorText(ctx, v, jd.Job); err != nil {
+		return views.JobDetail{}, err
+	}
 	for i := range d.Chain {
 		d.Chain[i].Current = d.Chain[i].ID == d.Job.ID
 	}

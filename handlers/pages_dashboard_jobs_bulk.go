@@ -73,6 +73,9 @@ func (s *Server) jobsBulkAction(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := checkBulkCount(c.FormValue("expected"), len(ids)); err != nil {
+		return err
+	}
 	done, skipped, failed := 0, 0, 0
 	for _, id := range ids {
 		var err error

@@ -63,7 +63,7 @@ func TestDashboardJobs(t *testing.T) {
 	wantStatus(t, r, http.StatusOK, "bulk confirm")
 	wantContains(t, r.body, `<span data-bulk-count>5</span>`, "bulk count") // ids[1..3], job A, the retry
 	wantContains(t, r.body, `name="csrf_token"`, "bulk form CSRF")
-	r = e.post(t, f.opA, "/admin/jobs/bulk", url.Values{"action": {"cancel"}, "state": {"queued"}}, true)
+	r = e.post(t, f.opA, "/admin/jobs/bulk", url.Values{"action": {"cancel"}, "state": {"queued"}, "expected": {"5"}}, true)
 	wantStatus(t, r, http.StatusSeeOther, "bulk cancel")
 	r = e.get(t, f.opA, r.location)
 	wantContains(t, r.body, "5 jobs cancelled.", "bulk notice")
@@ -80,7 +80,7 @@ func TestDashboardJobs(t *testing.T) {
 	wantContains(t, r.body, "Nothing to cancel", "empty bulk")
 	r = e.get(t, f.opA, "/admin/jobs/bulk?action=retry&state=cancelled")
 	wantContains(t, r.body, `<span data-bulk-count>5</span>`, "bulk retry count")
-	r = e.post(t, f.opA, "/admin/jobs/bulk", url.Values{"action": {"retry"}, "state": {"cancelled"}}, true)
+	r = e.post(t, f.opA, "/admin/jobs/bulk", url.Values{"action": {"retry"}, "state": {"cancelled"}, "expected": {"5"}}, true)
 	wantContains(t, e.get(t, f.opA, r.location).body, "5 jobs retried.", "bulk retry notice")
 	wantStatus(t, e.get(t, f.opA, "/admin/jobs/bulk?action=explode"), http.StatusBadRequest, "unknown bulk action")
 }

@@ -34,9 +34,6 @@ import (
 // BodyLimit is the largest request body accepted (CONTRACT.md: 413 above 256 KiB).
 const BodyLimit = 256 * 1024
 
-// transportBodyLimit is what the server reads before refusing outright.
-const transportBodyLimit = 8 << 20
-
 // Deps are the server's collaborators, passed in explicitly.
 type Deps struct {
 	Identity *identity.Service
@@ -59,6 +56,8 @@ type Deps struct {
 	RiverUI http.Handler // River's own web UI (riverui.Handler), mounted at /admin/river for admins; nil leaves it out.
 	// Streams bounds the SSE streams; it must be valid (StreamConfig.Validate).
 	Streams StreamConfig
+	// Limits are the transport limits; they must pass Limits.Validate (zero values are defaults).
+	Limits Limits
 }
 
 // Server is the HTTP application.
@@ -70,6 +69,10 @@ type Server struct {
 	dashboard *dashboardState
 	// streams bounds and guards every SSE stream.
 	streams *streamGuard
+	// metricsSlots bounds the queue-metrics computations running at once (metrics_slots.go).
+	metricsSlots chan struct{}
+	// ready caches the readiness check of /readyz (health.go).
+	ready *readyCache
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -80,24 +83,28 @@ func New(deps Deps) *Server {
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
+	if err := deps.Limits.Validate(); err != nil {
+		panic("handlers.New: " + err.Error())
+	}
+	deps.Limits = deps.Limits.withDefaults()
 	if deps.Chains == nil && deps.Jobs != nil {
 		// Jobs is set, so New cannot fail.
 		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
 	}
-	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams)}
+	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams),
+		metricsSlots: make(chan struct{}, metricsConcurrency), ready: &readyCache{now: time.Now}}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
-		// fasthttp answers a body over its limit and closes the connection while the client may
-		// still be writing, which the client sees as a broken pipe instead of the 413; so the
-		// transport limit is larger and enforceBodyLimit answers the contract's 413 cleanly.
-		BodyLimit:             transportBodyLimit,
+		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a
+		// chunked body at the limit; the answer is handleError's 413.
+		BodyLimit:             BodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		ErrorHandler:          s.handleError,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
-	s.app.Use(s.recoverPanic, s.requestID, s.accessLog, metrics.middleware, enforceBodyLimit)
+	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit, s.requestDeadline)
 	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
 	for _, r := range s.routes() {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
@@ -117,7 +124,7 @@ func (s *Server) App() *fiber.App { return s.app }
 // Serve serves on ln until ctx ends, then shuts down gracefully within 5 s (open SSE streams end at once).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.app.Listener(ln) }()
+	go func() { errc <- s.app.Listener(newConnGuard(ln, s.deps.Limits.MaxConnsPerIP, s.log)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
@@ -134,6 +141,9 @@ func isAPIPath(p string) bool { return strings.HasPrefix(p, "/sa-core/") }
 // handleError turns an error no handler answered into a clean response: a problem document
 // for the API, a page otherwise; never a stack trace, SQL or an internal path.
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	// Errors the transport raises (a body over the limit, a bad request line) reach here
+	// without the middleware having run.
+	setBrowserHeaders(c)
 	status := fiber.StatusInternalServerError
 	detail := "an internal error occurred; it has been logged"
 	var fe *fiber.Error
@@ -143,6 +153,15 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if status == fiber.StatusRequestEntityTooLarge {
 			detail = fmt.Sprintf("the body is larger than %d bytes", BodyLimit)
 		}
+	} else if requestTimedOut(c) {
+		status = fiber.StatusServiceUnavailable
+		detail = fmt.Sprintf("the request took longer than %s and was stopped; retry later", s.deps.Limits.RequestTimeout)
+		c.Set(fiber.HeaderRetryAfter, "5")
+		s.log.Warn("request deadline passed", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
+	} else if errors.Is(requestEndCause(c), errClientGone) {
+		// Nobody reads this answer.
+		status, detail = fiber.StatusServiceUnavailable, "the client closed the connection"
+		s.log.Info("client left before the answer", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path())
 	} else if db.IsUnavailable(err) {
 		// The client may retry; with its Idempotency-Key when it submitted, since a connection
 		// lost during COMMIT leaves the outcome unknown.
@@ -152,7 +171,11 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	} else {
 		s.log.Error("request failed", "request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "err", err)
 	}
-	if isAPIPath(c.Path()) || c.Get(fiber.HeaderAccept) == "application/json" {
+	// A chunked body over the limit makes the transport drop the request (path and headers
+	// are gone, Host with them) before this runs: it answers a problem document, as an API
+	// client sends such bodies, not a browser form.
+	dropped := len(c.Request().Header.Host()) == 0
+	if isAPIPath(c.Path()) || c.Get(fiber.HeaderAccept) == "application/json" || dropped {
 		return problem(c, status, detail)
 	}
 	return s.errorPage(c, status, statusTitle(status), detail)

@@ -97,6 +97,8 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatalf("readyz when ready: %d %s", resp.StatusCode, body)
 	}
 	readyErr = errors.New("dial tcp 10.0.0.7:5432: connection refused")
+	clock := time.Now().Add(readyCacheFor) // the cached answer is stale now
+	e.srv.ready.now = func() time.Time { return clock }
 	resp, body = e.do(t, get("/readyz"))
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("readyz when not ready: %d %s", resp.StatusCode, body)

@@ -317,14 +317,22 @@ var errDuplicateResponse = errors.New("response for this provider request alread
 // worker is shutting down) re-queues it at once as a worker crash.
 func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, callErr error) outcome {
 	perr := provider.Classify(callErr)
-	kind, msg := string(perr.Kind), truncate(perr.Error(), 1000)
+	// Members see a fixed description; the provider's own words and the cause go to operators
+	// (sa_job_error) and the log.
+	kind, msg, detail := string(perr.Kind), truncate(perr.MemberMessage(), 1000), truncate(perr.Error(), 4000)
 	decision := Decide(perr, job.Attempt, job.MaxAttempts, s.cfg.Rand)
 	if provider.IsCanceled(callErr) {
 		kind, msg = KindWorkerCrash, "the worker stopped while the provider call was in flight"
 		decision = Decision{Retry: job.Attempt < job.MaxAttempts}
 	}
+	if detail != msg {
+		s.log.Warn("provider call failed", "job_id", job.ID, "attempt", job.Attempt, "error_kind", kind, "detail", detail)
+	}
 	var final db.Job
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if err := recordErrorDetail(ctx, tx, job.ID, job.Attempt, detail); err != nil {
+			return err
+		}
 		var err error
 		if decision.Retry {
 			final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateQueued, claim: claim,

@@ -234,6 +234,9 @@ func (s *Service) PruneEvents(ctx context.Context, keep time.Duration) error {
 	if _, err := feed.Prune(ctx, s.db, max(keep, 15*time.Minute)); err != nil {
 		return err
 	}
+	if _, err := s.PurgeIdempotencyKeys(ctx); err != nil {
+		return err
+	}
 	return s.CompactCounts(ctx)
 }
 

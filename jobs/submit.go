@@ -49,6 +49,9 @@ type SubmitRequest struct {
 	MaxAttempts    *int
 	Options        ExecutionOptions
 	IdempotencyKey string
+	// keyEpoch tells apart the uses of a key that expired and was taken over again (it is ""
+	// for a key's first use), so that each use derives its own operation id.
+	keyEpoch string
 }
 
 // Submitted is the answer to an accepted prompt.
@@ -68,6 +71,8 @@ func (r *SubmitRequest) validate() error {
 	switch n := utf8.RuneCountInString(text); {
 	case !utf8.ValidString(r.Prompt):
 		fields["prompt"] = "must be valid UTF-8"
+	case ControlCharProblem(r.Prompt) != "":
+		fields["prompt"] = ControlCharProblem(r.Prompt)
 	case n == 0:
 		fields["prompt"] = "is required and must not be blank"
 	case n > MaxPromptChars:
@@ -90,6 +95,8 @@ func (r *SubmitRequest) validate() error {
 	for name, v := range map[string]string{"model": o.Model, "prefer_provider": o.PreferProvider, "router_model": o.RouterModel} {
 		if len(v) > 200 {
 			fields["options."+name] = "must be at most 200 characters"
+		} else if msg := ControlCharProblem(v); msg != "" {
+			fields["options."+name] = msg
 		}
 	}
 	if o.Depth != nil && (*o.Depth < 0 || *o.Depth > 64) {
@@ -104,6 +111,19 @@ func (r *SubmitRequest) validate() error {
 		return &ValidationError{Fields: fields}
 	}
 	return nil
+}
+
+// ControlCharProblem says what is wrong with text holding NUL, another C0 control character
+// other than tab, newline and carriage return, or DEL (PostgreSQL text cannot hold NUL, and the
+// others are never prompt text), or returns "". Every validation of prompt text (a submit, a
+// chain step, an option) uses it, so every write path answers the same 422.
+func ControlCharProblem(text string) string {
+	for _, r := range text {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return fmt.Sprintf("must not contain control characters (found U+%04X); tab, newline and carriage return are allowed", r)
+		}
+	}
+	return ""
 }
 
 func checkIdempotencyKey(k string) string {
@@ -165,7 +185,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 	var out Submitted
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if req.IdempotencyKey != "" {
-			prior, found, err := s.claimIdempotencyKey(ctx, tx, req)
+			prior, found, err := s.claimIdempotencyKey(ctx, tx, &req)
 			if err != nil || found {
 				out = prior
 				return err
@@ -227,22 +247,34 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 			ParentID: r.ParentID, CausationID: r.ParentID, TruthClass: "authored", StateClass: "open",
 			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
-			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey,
+			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
 			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt)}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
 // made with it. A concurrent twin waits on the key's row until the first commits.
-func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req SubmitRequest) (Submitted, bool, error) {
+func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *SubmitRequest) (Submitted, bool, error) {
 	hash := req.requestHash()
-	res, err := tx.ExecContext(ctx, `INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO NOTHING`,
-		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil)
-	if err != nil {
-		return Submitted{}, false, fmt.Errorf("reserve idempotency key: %w", err)
+	// A key older than IdempotencyKeyTTL is expired: taken over as if it were new (xmax is 0
+	// for a row the statement inserted, not for one it updated).
+	var claimed struct {
+		Inserted  bool      `bun:"inserted"`
+		CreatedAt time.Time `bun:"created_at"`
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	err := tx.NewRaw(`INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO UPDATE
+		SET request_hash = EXCLUDED.request_hash, prompt_id = EXCLUDED.prompt_id, job_id = EXCLUDED.job_id, created_at = now()
+		WHERE sa_idempotency.created_at < now() - ?::interval
+		RETURNING xmax = 0 AS inserted, created_at`,
+		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
+	switch {
+	case err == nil:
+		if !claimed.Inserted {
+			req.keyEpoch = keyEpochOf(claimed.CreatedAt)
+		}
 		return Submitted{}, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Submitted{}, false, fmt.Errorf("reserve idempotency key: %w", err)
 	}
 	var prior struct {
 		RequestHash string    `bun:"request_hash"`
@@ -257,7 +289,13 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req Submit
 		return Submitted{}, true, ErrIdempotencyConflict
 	}
 	var job db.Job
-	if err := tx.NewSelect().Model(&job).Where("id = ?", prior.JobID).Scan(ctx); err != nil {
+	err = tx.NewSelect().Model(&job).Where("id = ?", prior.JobID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The key's job was archived: the key is expired. Take it over unless a concurrent
+		// twin just did, whose submission is then the answer.
+		return s.takeOverArchivedKey(ctx, tx, req, hash, prior.JobID)
+	}
+	if err != nil {
 		return Submitted{}, true, fmt.Errorf("read job of idempotency key: %w", err)
 	}
 	var op db.Operation

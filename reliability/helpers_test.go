@@ -313,6 +313,8 @@ func startServe(t *testing.T, name, databaseURL string, env map[string]string, a
 		"ASTERION_ADMIN_PASSWORD": "admin-" + randomHex(8),
 		"ASTERION_LOG_LEVEL":      "warn",
 		"ASTERION_DB_WAIT":        "30s",
+		// Every client of the suite is this process, on one address.
+		"ASTERION_MAX_CONNS_PER_IP": "100000",
 	}
 	for k, v := range env {
 		full[k] = v

@@ -431,7 +431,9 @@ func TestProviderFaults(t *testing.T) {
 				attempt          int
 				responses        int
 			)
-			err = d.Bun.QueryRowContext(ctx, `SELECT state, attempt, coalesce(error_kind, '-'), coalesce(error_message, ''),
+			// The provider's own words are in the operators' detail; error_message is the members' text.
+			err = d.Bun.QueryRowContext(ctx, `SELECT state, attempt, coalesce(error_kind, '-'),
+ CASE WHEN error_message IS NULL THEN '' ELSE coalesce((SELECT x.detail FROM sa_job_error x WHERE x.job_id = j.id), error_message) END,
  (SELECT count(*) FROM sa_entity e WHERE e.kind = 'response' AND e.parent_id = j.prompt_id)
  FROM sa_job j WHERE id = ?`, jobID).Scan(&state, &attempt, &kind, &msg, &responses)
 			if err != nil {

@@ -165,15 +165,15 @@ func missionPoll() templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var6 string
-		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pollWhile("window.asterionMission && asterionMission.shouldPoll()")).Resolve(ctx)
+		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pollEvent).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mission.templ`, Line: 58, Col: 140}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/mission.templ`, Line: 58, Col: 82}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "\" hx-swap=\"none\" hidden></div><div id=\"mission-drops\" hx-get=\"/mission/drops\" hx-trigger=\"mission:changed\" hx-swap=\"none\" hidden></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "\" data-poll-while=\"asterionMission\" hx-swap=\"none\" hidden></div><div id=\"mission-drops\" hx-get=\"/mission/drops\" hx-trigger=\"mission:changed\" hx-swap=\"none\" hidden></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

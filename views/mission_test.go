@@ -146,12 +146,15 @@ func TestMissionSnapshotAndPage(t *testing.T) {
 			t.Errorf("priorities %v", vals)
 		}
 	}
-	// The polling fallback is declared like the dashboard's: an hx-trigger polling every 2 s
-	// while the page script says so, and the drops fetched when the poll saw changes.
+	// The polling fallback is declared like the dashboard's: an hx-trigger on the poll event
+	// app.js sends every 2 s while the page script says so, and the drops fetched when the poll
+	// saw changes.
 	poll := findOne(t, doc, "div", "id", "mission-poll", "hx-get", "/sa-core/v1/mission/recent", "hx-swap", "none")
-	if v, _ := attr(poll, "hx-trigger"); v != pollWhile("window.asterionMission && asterionMission.shouldPoll()") ||
-		!strings.HasPrefix(v, "every 2s [") {
+	if v, _ := attr(poll, "hx-trigger"); v != pollEvent {
 		t.Errorf("mission-poll hx-trigger = %q", v)
+	}
+	if v, _ := attr(poll, "data-poll-while"); v != "asterionMission" {
+		t.Errorf("mission-poll data-poll-while = %q", v)
 	}
 	findOne(t, doc, "div", "id", "mission-drops", "hx-get", "/mission/drops", "hx-trigger", "mission:changed", "hx-swap", "none")
 	// The compose bar is outside everything a live update swaps.

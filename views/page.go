@@ -68,6 +68,11 @@ func navItems(u *User) []navItem {
 	return items
 }
 
+// htmxConfig is htmx's configuration (the htmx-config meta tag): no eval (trigger filters,
+// js: values, hx-on), no indicator <style> element and no script elements run from swapped
+// content, so that htmx works under the server's Content-Security-Policy.
+const htmxConfig = `{"allowEval":false,"allowScriptTags":false,"includeIndicatorStyles":false}`
+
 // csrfHeaders returns the JSON object for the hx-headers attribute of <body>. templ escapes it
 // as an attribute value when it is rendered.
 func csrfHeaders(token string) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"asterion/db"
+	"asterion/handlers"
 )
 
 // common are the settings every subcommand that touches the database shares.
@@ -19,6 +20,10 @@ type common struct {
 	json        bool
 	logLevel    string
 	dbWait      time.Duration
+	// statementTimeout is ASTERION_STATEMENT_TIMEOUT (0: db's default); noStatementTimeout
+	// leaves it off (migrate, whose DDL may run long).
+	statementTimeout   time.Duration
+	noStatementTimeout bool
 }
 
 // bindCommon adds --database-url, --json and --log-level with their environment defaults.
@@ -48,6 +53,14 @@ func (cm *common) validate(getenv env) (db.URL, slog.Level, error) {
 			errs = append(errs, fmt.Errorf("ASTERION_DB_WAIT: want a duration like 30s, got %q", s))
 		} else {
 			cm.dbWait = d
+		}
+	}
+	if s := getenv("ASTERION_STATEMENT_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Millisecond {
+			errs = append(errs, fmt.Errorf("ASTERION_STATEMENT_TIMEOUT: want a duration like 15s, got %q", s))
+		} else {
+			cm.statementTimeout = d
 		}
 	}
 	return u, level, errors.Join(errs...)
@@ -90,4 +103,18 @@ func envOr(getenv env, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// httpLimits reads the transport limits: ASTERION_MAX_CONNS_PER_IP (open connections of one
+// client address, default 256).
+func httpLimits(getenv env) (handlers.Limits, error) {
+	var l handlers.Limits
+	if s := getenv("ASTERION_MAX_CONNS_PER_IP"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return l, fmt.Errorf("ASTERION_MAX_CONNS_PER_IP: want a positive number, got %q", s)
+		}
+		l.MaxConnsPerIP = n
+	}
+	return l, l.Validate()
 }

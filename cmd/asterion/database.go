@@ -31,7 +31,8 @@ func (c *cli) connect(ctx context.Context, cm *common, create bool, poolSize int
 		return nil, err
 	}
 	log := c.newLogger(level)
-	bunDB, err := db.Open(ctx, db.OpenConfig{URL: u, WaitFor: cm.dbWait, CreateDatabase: create, Logger: log})
+	bunDB, err := db.Open(ctx, db.OpenConfig{URL: u, WaitFor: cm.dbWait, CreateDatabase: create, Logger: log,
+		StatementTimeout: cm.statementTimeout, NoStatementTimeout: cm.noStatementTimeout})
 	if err != nil {
 		return nil, err
 	}

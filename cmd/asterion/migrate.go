@@ -23,6 +23,8 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("migrate: want up, down or status, got %q", fs.Arg(0))
 	}
+	// A migration's DDL may run longer than any request's statement may.
+	cm.noStatementTimeout = true
 	cn, err := c.connect(ctx, cm, dir == "up", 2)
 	if err != nil {
 		return err

@@ -48,7 +48,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	st, serr := c.jobsSettings()
 	idCfg, ierr := c.identityConfig()
 	streams, sterr := c.streamConfig()
-	if err := errors.Join(verr, serr, ierr, sterr, validateAddr(*addr)); err != nil {
+	limits, lerr := httpLimits(c.getenv)
+	if err := errors.Join(verr, serr, ierr, sterr, lerr, validateAddr(*addr), validatePprofAddr(c.getenv("ASTERION_PPROF_ADDR"))); err != nil {
 		return err
 	}
 	if *workers == 0 {
@@ -145,6 +146,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		Registry: reg,
 		Version:  version,
 		Streams:  streams,
+		Limits:   limits,
 		// Behind a TLS-terminating proxy the browser talks HTTPS: mark cookies Secure.
 		SecureCookies: c.getenv("ASTERION_SECURE_COOKIES") == "true",
 		Ready: func(ctx context.Context) error {

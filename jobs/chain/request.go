@@ -46,6 +46,8 @@ func (r *Request) validate() error {
 		switch n := utf8.RuneCountInString(text); {
 		case !utf8.ValidString(st.Prompt):
 			fields[fmt.Sprintf("steps[%d].prompt", i)] = "must be valid UTF-8"
+		case jobs.ControlCharProblem(st.Prompt) != "":
+			fields[fmt.Sprintf("steps[%d].prompt", i)] = jobs.ControlCharProblem(st.Prompt)
 		case n == 0:
 			fields[fmt.Sprintf("steps[%d].prompt", i)] = "is required and must not be blank"
 		case n > jobs.MaxPromptChars:

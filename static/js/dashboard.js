@@ -1,8 +1,9 @@
 // Asterion operator dashboard helpers, no dependencies beyond htmx and its SSE extension.
 //
 // - Live status: #live-status follows the page's one EventSource (htmx:sseOpen/sseError).
-//   While the stream is down, #live-fallback is shown and elements whose hx-trigger asks
-//   asterionLive.shouldPoll() refresh themselves every 2 s.
+//   While the stream is down, #live-fallback is shown and elements whose hx-trigger names
+//   asterion:poll get that event every 2 s from app.js while asterionLive.shouldPoll() (a
+//   trigger filter would need eval, which the Content-Security-Policy refuses).
 // - Pause: [data-live-toggle] closes the stream (by swapping #live-stream out, which makes the
 //   SSE extension close its EventSource) and stops polling; resuming swaps it back in, which
 //   reconnects, and every connect starts with a snapshot of the rows on the page.

@@ -1,0 +1,46 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits are the transport limits of CONTRACT.md "Limits that protect the service". The zero
+// value of each field means its default.
+type Limits struct {
+	// MaxConnsPerIP caps the open connections of one client address
+	// (ASTERION_MAX_CONNS_PER_IP, default 256); the next is answered 429 and closed.
+	MaxConnsPerIP int
+	// RequestTimeout is the deadline of every request that is not a stream (default 10 s): its
+	// context, and so every query it runs, ends then.
+	RequestTimeout time.Duration
+}
+
+// Default limits.
+const (
+	DefaultMaxConnsPerIP  = 256
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// Validate rejects negative values and a request deadline under 100 ms.
+func (l Limits) Validate() error {
+	var errs []error
+	if l.MaxConnsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("max connections per address: want a positive number, got %d", l.MaxConnsPerIP))
+	}
+	if l.RequestTimeout < 0 || l.RequestTimeout > 0 && l.RequestTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("request timeout: want at least 100ms, got %s", l.RequestTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxConnsPerIP == 0 {
+		l.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if l.RequestTimeout == 0 {
+		l.RequestTimeout = DefaultRequestTimeout
+	}
+	return l
+}
