@@ -150,11 +150,33 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 	if !ok {
 		return problem(c, fiber.StatusNotFound, "no such operation")
 	}
-	doc, err := s.deps.Jobs.OperationStatus(c.UserContext(), viewerOf(principalOf(c)), id)
+	v := viewerOf(principalOf(c))
+	doc, err := s.deps.Jobs.OperationStatus(c.UserContext(), v, id)
 	if err != nil {
 		return s.operationError(c, err)
 	}
-	return writeStatus(c, doc)
+	next, err := s.deps.Jobs.Successor(c.UserContext(), v, id)
+	if err != nil {
+		return s.operationError(c, err)
+	}
+	if next == nil {
+		return writeStatus(c, doc)
+	}
+	// A superseded operation points at the one that replaced it, in the document and as a
+	// Link, so a client holding the old handle can follow the retry.
+	href := deferred.StatusHref(*next)
+	c.Set(fiber.HeaderLink, "<"+href+`>; rel="successor"`)
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return err
+	}
+	succ, _ := json.Marshal(map[string]string{"operation_id": next.String(), "status_href": href})
+	fields["superseded_by"] = succ
+	return c.JSON(fields)
 }
 
 // pollOperation is POST …/{id}/poll: poll the owning runtime now.

@@ -196,6 +196,11 @@ func (s *Operations) History(ctx context.Context, id uuid.UUID) ([]deferred.Hist
 	return s.reg.History(ctx, id)
 }
 
+// Successor returns the id of the operation that superseded a visible operation, if any.
+func (s *Operations) Successor(ctx context.Context, v Viewer, id uuid.UUID) (*uuid.UUID, error) {
+	return s.reg.Successor(ctx, v, id)
+}
+
 // OperationStatus returns the status document of a visible operation.
 func (s *Operations) OperationStatus(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, error) {
 	return s.reg.OperationStatus(ctx, v, id)

@@ -37,6 +37,16 @@ func (r *Registry) OperationStatus(ctx context.Context, v Viewer, id uuid.UUID) 
 	return StatusDocOf(op)
 }
 
+// Successor returns the id of the operation that replaced a visible operation (a retry by
+// supersede), if any.
+func (r *Registry) Successor(ctx context.Context, v Viewer, id uuid.UUID) (*uuid.UUID, error) {
+	op, err := Visible(ctx, r.db, v, id)
+	if err != nil {
+		return nil, err
+	}
+	return op.SuccessorID, nil
+}
+
 // reconcile asks the owner for the operation's status and records a change; expired work is
 // cancelled through its owner first. It returns the row as it now stands.
 func (r *Registry) reconcile(ctx context.Context, tx bun.Tx, op db.Operation, now time.Time) (db.Operation, error) {
