@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzParseLoginForm$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzWriteSSEData$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzBulkForm$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./handlers/ -run '^$$' -fuzz '^FuzzParsePreferWait$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/provider/ -run '^$$' -fuzz '^FuzzParseDirectives$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateStatus$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzValidateHandle$$' -fuzztime $(FUZZTIME)

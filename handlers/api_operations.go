@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -154,6 +156,24 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 	doc, err := s.deps.Jobs.OperationStatus(c.UserContext(), v, id)
 	if err != nil {
 		return s.operationError(c, err)
+	}
+	if wait := parsePreferWait(c.GetReqHeaders()["Prefer"]); wait > 0 && !doc.Terminal() {
+		// Prefer: wait holds the answer until the operation is terminal, if it is in time.
+		done, err := s.awaitTerminal(c.UserContext(), v.Scope(), aboutOperation(id), time.Duration(wait)*time.Second,
+			func(ctx context.Context) (bool, error) {
+				d, err := s.deps.Jobs.OperationStatus(ctx, v, id)
+				if err != nil {
+					return false, err
+				}
+				doc = d
+				return d.Terminal(), nil
+			})
+		if err != nil {
+			return s.operationError(c, err)
+		}
+		if done {
+			c.Set("Preference-Applied", "wait="+strconv.Itoa(wait))
+		}
 	}
 	next, err := s.deps.Jobs.Successor(c.UserContext(), v, id)
 	if err != nil {

@@ -46,10 +46,29 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 	}
 	h := out.Operation
 	c.Set(fiber.HeaderLocation, h.StatusHref)
+	body := fiber.Map{"prompt_id": out.PromptID, "job_id": out.JobID, "state": out.State, "operation": h}
+	if wait := parsePreferWait(c.GetReqHeaders()["Prefer"]); wait > 0 {
+		// Prefer: wait holds the answer until the job ends, if it does in time: 200 with the
+		// answer; otherwise the usual 202.
+		job, done, err := s.awaitJob(c.UserContext(), req.Viewer, out.JobID, wait)
+		if err != nil {
+			return err
+		}
+		if done {
+			extra, err := s.waitedResult(c, req.Viewer, job)
+			if err != nil {
+				return err
+			}
+			for k, v := range extra {
+				body[k] = v
+			}
+			body["state"] = job.State
+			c.Set("Preference-Applied", "wait="+strconv.Itoa(wait))
+			return c.Status(fiber.StatusOK).JSON(body)
+		}
+	}
 	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(h.RetryAfterSeconds))
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{
-		"prompt_id": out.PromptID, "job_id": out.JobID, "state": out.State, "operation": h,
-	})
+	return c.Status(fiber.StatusAccepted).JSON(body)
 }
 
 // jobsError maps the jobs package's sentinel errors onto the contract's status codes.

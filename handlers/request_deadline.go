@@ -20,7 +20,9 @@ var errClientGone = errors.New("the client closed the connection")
 // after, on a context of its own. A body writer must never use c.UserContext(), which ends when
 // the handler returns.
 func (s *Server) requestDeadline(c *fiber.Ctx) error {
-	ctx, cancelTimeout := context.WithTimeout(c.UserContext(), s.deps.Limits.RequestTimeout)
+	// A request that asks to wait (Prefer: wait=N) is exempt from the deadline for as long.
+	timeout := s.deps.Limits.RequestTimeout + time.Duration(parsePreferWait(c.GetReqHeaders()["Prefer"]))*time.Second
+	ctx, cancelTimeout := context.WithTimeout(c.UserContext(), timeout)
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -248,3 +248,16 @@ func derefUUID(u *uuid.UUID) uuid.UUID {
 func (s *Reads) ReplayEvents(ctx context.Context, after int64, scope feed.Scope, limit int) ([]feed.Event, error) {
 	return feed.Replay(ctx, s.db, after, scope, limit)
 }
+
+// Response returns the response entity of a job the viewer may see, for a caller that waited
+// for the job (ErrNotFound when the job has none or is not visible).
+func (s *Reads) Response(ctx context.Context, v Viewer, job db.Job) (db.Entity, error) {
+	if job.ResponseID == nil || !v.Sees(job.OrgID, job.CreatedBy) {
+		return db.Entity{}, fmt.Errorf("response of job %s: %w", job.ID, ErrNotFound)
+	}
+	var e db.Entity
+	if err := s.db.NewSelect().Model(&e).Where("id = ?", *job.ResponseID).Scan(ctx); err != nil {
+		return db.Entity{}, fmt.Errorf("read response of job %s: %w", job.ID, err)
+	}
+	return e, nil
+}

@@ -19,10 +19,6 @@ const Burst = 2
 // DefaultHorizon is how far ahead a slot may be reserved.
 const DefaultHorizon = 2 * time.Second
 
-// DefaultPauseAfter429 is the pause after a 429 without a usable Retry-After (design §8:
-// "else 60s min").
-const DefaultPauseAfter429 = 60 * time.Second
-
 // Config configures a Governor.
 type Config struct {
 	// DB holds the shared state. Required.
@@ -118,14 +114,13 @@ type Observation struct {
 	ReservedTokens, UsedTokens int
 }
 
-// pause is how long every process must keep off the model after o.
+// pause is how long every process must keep off the model after o: a 429's Retry-After, or
+// the reset of a limit the provider reported exhausted. A bare 429 says nothing of the account
+// as a whole; the attempt it refused backs off on its own (design §8).
 func (o Observation) pause() time.Duration {
 	var p time.Duration
-	if o.RateLimited {
-		p = DefaultPauseAfter429
-		if o.HasRetryAfter {
-			p = o.RetryAfter
-		}
+	if o.RateLimited && o.HasRetryAfter {
+		p = o.RetryAfter
 	}
 	l := o.Limits
 	if l.HasRemainingRequests && l.RemainingRequests == 0 {

@@ -137,12 +137,20 @@ func TestObservationsPauseAndTeach(t *testing.T) {
 		wantWait time.Duration
 	}{
 		{"429 with Retry-After", governor.Observation{RateLimited: true, RetryAfter: 3 * time.Second, HasRetryAfter: true}, 3 * time.Second},
-		{"429 without Retry-After", governor.Observation{RateLimited: true}, governor.DefaultPauseAfter429},
 		{"no requests remaining", governor.Observation{Limits: provider.Limits{HasRemainingRequests: true, RemainingRequests: 0,
 			ResetRequests: 4 * time.Second}}, 4 * time.Second},
 		{"no tokens remaining", governor.Observation{Limits: provider.Limits{HasRemainingTokens: true, RemainingTokens: 0,
 			ResetTokens: 5 * time.Second}}, 5 * time.Second},
 	}
+	t.Run("429 without Retry-After pauses nobody", func(t *testing.T) {
+		g := newGovernor(t, d, governor.Config{Horizon: time.Minute})
+		if err := g.Observe(ctx, "bare-429", governor.Observation{RateLimited: true}); err != nil {
+			t.Fatal(err)
+		}
+		if gr := reserve(t, g, "bare-429", 1); !gr.Granted || gr.Wait != 0 {
+			t.Errorf("after a bare 429: %+v, want a slot at once", gr)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newGovernor(t, d, governor.Config{Horizon: time.Minute})
