@@ -3,15 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"asterion/db/dbtest"
+	"asterion/jobs"
 	"asterion/jobs/delivery"
 	"asterion/secretbox"
 )
@@ -189,5 +197,85 @@ func TestSetWebhookRefusesPrivateTargets(t *testing.T) {
 	}
 	if _, u, _ := orgWebhook(t, d, "acme"); u == nil || *u != "http://localhost:8080/hook" {
 		t.Fatalf("stored URL %v", u)
+	}
+}
+
+// TestWebhookDeliveredSignedByWorkerSharingTheKeyFile: set-webhook and a run-worker started in
+// one directory share .data/secret.key, so the worker opens the secret the CLI sealed and
+// the receiver verifies the delivery with the printed secret, as the specification says.
+func TestWebhookDeliveredSignedByWorkerSharingTheKeyFile(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	dir := t.TempDir()
+	svc, viewer := submitter(t, d)
+	type got struct {
+		header http.Header
+		body   []byte
+	}
+	arrived := make(chan got, 8)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		arrived <- got{r.Header.Clone(), body}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(hook.Close)
+	env := map[string]string{"DATABASE_URL": d.URL.String(), "ASTERION_WEBHOOK_ALLOW_PRIVATE": "true"}
+	r := runBinaryIn(t, dir, env, "", "org", "set-webhook", "--json", "workers", "--url", hook.URL+"/in")
+	var out struct {
+		WebhookSecret string `json:"webhook_secret"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		t.Fatalf("set-webhook: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	cmd := exec.Command(binPath, "run-worker")
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "ASTERION_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "DATABASE_URL="+d.URL.String(), "ASTERION_WEBHOOK_ALLOW_PRIVATE=true",
+		"ASTERION_SIM_LATENCY=0-0", "ASTERION_LOG_LEVEL=warn")
+	w := &workerProc{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start run-worker: %v", err)
+	}
+	t.Cleanup(w.stop)
+
+	sub, err := svc.Submit(context.Background(), jobs.SubmitRequest{Viewer: viewer, Prompt: "deliver to the hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g got
+	select {
+	case g = <-arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no delivery within 60 s; worker stderr:\n%s", w.stderr)
+	}
+	// Verify as the specification says, with the printed secret.
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(out.WebhookSecret, "whsec_"))
+	if err != nil || !strings.HasPrefix(out.WebhookSecret, "whsec_") {
+		t.Fatalf("secret %q", out.WebhookSecret)
+	}
+	id, ts := g.header.Get("webhook-id"), g.header.Get("webhook-timestamp")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || time.Since(time.Unix(sec, 0)).Abs() > 5*time.Minute || id == "" {
+		t.Fatalf("webhook-id %q webhook-timestamp %q", id, ts)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + ts + "."))
+	m.Write(g.body)
+	want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	if !hmac.Equal([]byte(g.header.Get("webhook-signature")), []byte(want)) {
+		t.Fatalf("webhook-signature %q does not verify", g.header.Get("webhook-signature"))
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(g.body, &doc); err != nil || doc["job_id"] != sub.JobID.String() || doc["delivery_id"] != id {
+		t.Fatalf("body %s for job %s", g.body, sub.JobID)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".data", "secret.key")); err != nil {
+		t.Fatalf("key file: %v", err)
 	}
 }
