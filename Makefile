@@ -81,3 +81,4 @@ fuzz:
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/deferred/ -run '^$$' -fuzz '^FuzzEntryDigest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobs/ -run '^$$' -fuzz '^FuzzDecodeCursor$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobs/delivery/ -run '^$$' -fuzz '^FuzzParseSignatureHeader$$' -fuzztime $(FUZZTIME)

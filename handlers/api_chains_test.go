@@ -26,6 +26,7 @@ import (
 	"asterion/jobs/delivery"
 	"asterion/jobs/feed"
 	"asterion/jobs/provider"
+	"asterion/secretbox"
 )
 
 // logBuffer collects every log line of a server, for the tests that search them.
@@ -44,6 +45,29 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// ownerTestKey is the server secret key of startOwnerServer.
+var ownerTestKey = func() secretbox.Key {
+	k, _, err := secretbox.NewKey()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// sealedTestSecret is a fresh webhook secret of org, sealed as the server stores it.
+func sealedTestSecret(t *testing.T, org int64) string {
+	t.Helper()
+	secret, err := delivery.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := delivery.SealSecret(ownerTestKey, org, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealed
 }
 
 // ownerServerOpts configure startOwnerServer.
@@ -70,6 +94,8 @@ func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 	}
 	dcfg := o.delivery
 	dcfg.Jobs = svc
+	// The test receivers listen on 127.0.0.1, and their secrets are sealed with ownerTestKey.
+	dcfg.SecretKey, dcfg.AllowPrivate = secretbox.Static(ownerTestKey), true
 	if _, err := delivery.New(dcfg); err != nil {
 		t.Fatalf("delivery owner: %v", err)
 	}
@@ -427,7 +453,8 @@ func TestMarkerNeverInRegistryOrChainAnswersOrLogs(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(hook.Close)
-	if _, err := f.DB.Bun.ExecContext(ctx, "UPDATE orgs SET webhook_url = ?, webhook_secret = 'm' WHERE id = ?", hook.URL, u.OrgID); err != nil {
+	if _, err := f.DB.Bun.ExecContext(ctx, "UPDATE orgs SET webhook_url = ?, webhook_secret = ? WHERE id = ?", hook.URL,
+		sealedTestSecret(t, u.OrgID), u.OrgID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -565,8 +592,8 @@ func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 			close(release)
 		}
 	})
-	if _, err := f.DB.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_url = ?, webhook_secret = 's' WHERE id = ?",
-		hook.URL, u.OrgID); err != nil {
+	if _, err := f.DB.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_url = ?, webhook_secret = ? WHERE id = ?",
+		hook.URL, sealedTestSecret(t, u.OrgID), u.OrgID); err != nil {
 		t.Fatal(err)
 	}
 	f.submit(t, u, "deliver slowly")

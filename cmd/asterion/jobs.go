@@ -148,7 +148,15 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	if _, err := chain.New(chain.Config{Jobs: svc}); err != nil {
 		return nil, err
 	}
-	if _, err := delivery.New(delivery.Config{Jobs: svc}); err != nil {
+	keys, err := c.secretKeys()
+	if err != nil {
+		return nil, err
+	}
+	allowPrivate, err := c.webhookAllowPrivate()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := delivery.New(delivery.Config{Jobs: svc, SecretKey: keys, AllowPrivate: allowPrivate}); err != nil {
 		return nil, err
 	}
 	return svc, nil

@@ -51,7 +51,7 @@ commands:
                                                                 migrate, then serve HTTP and run workers
   migrate [up|down|status] [--all]                              apply, roll back or show migrations
   org create NAME                                               create an org
-  org set-webhook NAME (--url URL --secret-stdin | --clear)     deliver an org's responses to a webhook
+  org set-webhook NAME (--url URL [--secret-stdin] | --clear)   deliver an org's responses to a webhook
   org set-budget NAME (--tokens N --period day|month | --clear) cap an org's tokens per UTC day or month
   org set-weight NAME N                                         an org's weight in the fair share of workers
   user create --org ORG --name NAME --role ROLE [--password-stdin]

@@ -13,6 +13,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/registry"
+	"asterion/secretbox"
 )
 
 // Config configures webhook delivery. The zero value of every field but Jobs means its
@@ -39,14 +40,22 @@ type Config struct {
 	RecoverEvery time.Duration
 	// TTL is the TTL the delivery kind asks for (clamped by the policy; zero: its default).
 	TTL time.Duration
-	// Client sends the requests (default: one that follows no redirects).
-	Client *http.Client
+	// SecretKey gives the server's secret key, which the orgs' webhook secrets are sealed with
+	// (required; asked for when a delivery is first sent).
+	SecretKey *secretbox.Source
+	// AllowPrivate lets deliveries go to loopback, private and link-local addresses
+	// (ASTERION_WEBHOOK_ALLOW_PRIVATE); by default they are refused when the connection is
+	// dialled.
+	AllowPrivate bool
 }
 
 // validate fills in the defaults and rejects bad values.
 func (c *Config) validate() error {
 	if c.Jobs == nil {
 		return errors.New("delivery: Config.Jobs is required")
+	}
+	if c.SecretKey == nil {
+		return errors.New("delivery: Config.SecretKey is required")
 	}
 	for name, d := range map[string]time.Duration{"Timeout": c.Timeout, "BackoffBase": c.BackoffBase,
 		"BackoffMax": c.BackoffMax, "Lease": c.Lease, "RecoverEvery": c.RecoverEvery, "TTL": c.TTL} {
@@ -87,10 +96,26 @@ func (c Config) withDefaults() Config {
 	if c.RecoverEvery == 0 {
 		c.RecoverEvery = 30 * time.Second
 	}
-	if c.Client == nil {
-		c.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
 	return c
+}
+
+// newClient is the HTTP client of the deliveries: it follows no redirects, uses no proxy (the
+// address check must see the receiver's address, not a proxy's) and dials through the
+// private-address guard.
+func (c Config) newClient() *http.Client {
+	dialer := guardedDialer(c.AllowPrivate, c.Timeout)
+	return &http.Client{
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          100,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		},
+	}
 }
 
 // Backoff is the wait after failed attempt n (1-based): BackoffBase·2^(n-1), at most BackoffMax.
@@ -111,6 +136,7 @@ type Deliveries struct {
 	db     *bun.DB
 	log    *slog.Logger
 	insert *river.Client[*sql.Tx]
+	client *http.Client
 }
 
 // New validates cfg, registers the delivery owner with the registry of cfg.Jobs, subscribes
@@ -121,7 +147,7 @@ func New(cfg Config) (*Deliveries, error) {
 		return nil, err
 	}
 	ds := &Deliveries{cfg: cfg, reg: cfg.Jobs.Registry(), db: cfg.Jobs.DB(), log: cfg.Jobs.Logger(),
-		insert: cfg.Jobs.Inserter()}
+		insert: cfg.Jobs.Inserter(), client: cfg.newClient()}
 	ds.reg.Register(ds)
 	ds.reg.OnSettled(ds.accept)
 	cfg.Jobs.Extend(ds)

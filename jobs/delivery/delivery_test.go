@@ -2,14 +2,12 @@ package delivery_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,13 +23,15 @@ import (
 
 // hookRequest is one request a test hookReceiver got.
 type hookRequest struct {
-	id, attempt string
-	sigOK       bool
-	body        []byte
-	doc         map[string]any
+	id, attempt, timestamp string
+	sigOK                  bool
+	header                 http.Header
+	body                   []byte
+	doc                    map[string]any
 }
 
-// hookReceiver is a real webhook endpoint that checks every signature itself.
+// hookReceiver is a real webhook endpoint that checks every signature itself, with the test's
+// own Standard Webhooks verifier.
 type hookReceiver struct {
 	t      testing.TB
 	srv    *httptest.Server
@@ -44,16 +44,23 @@ type hookReceiver struct {
 	got  chan hookRequest
 }
 
-func newHookReceiver(t testing.TB, secret string, answer func(n int, r hookRequest) int) *hookReceiver {
+// newHookReceiver starts a receiver with a fresh webhook secret (rc.secret).
+func newHookReceiver(t testing.TB, answer func(n int, r hookRequest) int) *hookReceiver {
+	secret, err := delivery.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := newWebhookVerifier(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rc := &hookReceiver{t: t, secret: secret, answer: answer, got: make(chan hookRequest, 64)}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		m := hmac.New(sha256.New, []byte(secret))
-		m.Write(body)
-		want := "sha256=" + hex.EncodeToString(m.Sum(nil))
-		got := hookRequest{id: r.Header.Get("X-Asterion-Delivery"), attempt: r.Header.Get("X-Asterion-Attempt"), body: body,
-			sigOK: hmac.Equal([]byte(r.Header.Get("X-Asterion-Signature")), []byte(want)) &&
-				r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/json"}
+		got := hookRequest{id: r.Header.Get("webhook-id"), attempt: r.Header.Get("X-Asterion-Attempt"),
+			timestamp: r.Header.Get("webhook-timestamp"), header: r.Header.Clone(), body: body,
+			sigOK: v.verify(r.Header, body) == nil && r.Method == http.MethodPost &&
+				r.Header.Get("Content-Type") == "application/json"}
 		_ = json.Unmarshal(body, &got.doc)
 		rc.mu.Lock()
 		rc.reqs = append(rc.reqs, got)
@@ -89,11 +96,16 @@ func (rc *hookReceiver) byID() map[string]int {
 	return out
 }
 
-// setWebhook configures the org's webhook.
+// setWebhook configures the org's webhook, its secret sealed with the tests' key as
+// `asterion org set-webhook` stores it.
 func (e *tenv) setWebhook(url, secret string) {
 	e.t.Helper()
+	sealed, err := delivery.SealSecret(testKey, e.o, secret)
+	if err != nil {
+		e.t.Fatalf("seal the webhook secret: %v", err)
+	}
 	if _, err := e.d.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_url = ?, webhook_secret = ? WHERE id = ?",
-		url, secret, e.o); err != nil {
+		url, sealed, e.o); err != nil {
 		e.t.Fatalf("set webhook: %v", err)
 	}
 }
@@ -179,19 +191,19 @@ func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []delivery.Attempt {
 
 func fastDelivery(base time.Duration) delivery.Config {
 	return delivery.Config{Timeout: 3 * time.Second, BackoffBase: base, MaxAttempts: 4,
-		RecoverEvery: 500 * time.Millisecond}
+		RecoverEvery: 500 * time.Millisecond, AllowPrivate: true}
 }
 
 func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), fastDelivery(200*time.Millisecond))
-	rc := newHookReceiver(t, "s3cret", func(n int, _ hookRequest) int {
+	rc := newHookReceiver(t, func(n int, _ hookRequest) int {
 		if n == 1 {
 			return http.StatusInternalServerError
 		}
 		return http.StatusOK
 	})
-	e.setWebhook(rc.srv.URL+"/hook", "s3cret")
+	e.setWebhook(rc.srv.URL+"/hook", rc.secret)
 	startRuntime(t, e, e.s, 2)
 	start := time.Now()
 	sub := e.submit("deliver me")
@@ -222,11 +234,47 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 			t.Errorf("request %d: bad signature", i+1)
 		}
 		if r.id != d.ID.String() {
-			t.Errorf("request %d: X-Asterion-Delivery %q, want %s", i+1, r.id, d.ID)
+			t.Errorf("request %d: webhook-id %q, want %s", i+1, r.id, d.ID)
 		}
 	}
 	if string(reqs[0].body) != string(reqs[1].body) || reqs[0].attempt != "1" || reqs[1].attempt != "2" {
 		t.Errorf("the retry sent another body or attempt header: %s / %s", reqs[0].body, reqs[1].body)
+	}
+	for _, old := range []string{"X-Asterion-Signature", "X-Asterion-Delivery"} {
+		if reqs[0].header.Get(old) != "" {
+			t.Errorf("the delivery still carries %s", old)
+		}
+	}
+	// Each attempt is signed with its own timestamp, which is the attempt's time.
+	for i, r := range reqs {
+		ts, err := strconv.ParseInt(r.timestamp, 10, 64)
+		if err != nil || time.Since(time.Unix(ts, 0)).Abs() > time.Minute {
+			t.Errorf("request %d: webhook-timestamp %q is not the time of the attempt", i+1, r.timestamp)
+		}
+	}
+	// A captured delivery replayed later is refused by the receiver: the signature covers the
+	// timestamp, so the replay can neither keep the old one (too old) nor change it (no match).
+	v, err := newWebhookVerifier(rc.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.verify(reqs[1].header, reqs[1].body); err != nil {
+		t.Fatalf("the captured delivery does not verify now: %v", err)
+	}
+	v.now = func() time.Time { return time.Now().Add(webhookTolerance + time.Minute) }
+	if err := v.verify(reqs[1].header, reqs[1].body); !errors.Is(err, errStaleTimestamp) {
+		t.Errorf("a replay 6 minutes later: %v, want the stale-timestamp refusal", err)
+	}
+	fresh := reqs[1].header.Clone()
+	fresh.Set("webhook-timestamp", strconv.FormatInt(time.Now().Add(webhookTolerance+time.Minute).Unix(), 10))
+	if err := v.verify(fresh, reqs[1].body); !errors.Is(err, errNoMatch) {
+		t.Errorf("a replay with a new timestamp: %v, want no signature match", err)
+	}
+	tampered := append([]byte(nil), reqs[1].body...)
+	tampered[len(tampered)-2] ^= 1
+	v.now = time.Now
+	if err := v.verify(reqs[1].header, tampered); !errors.Is(err, errNoMatch) {
+		t.Errorf("an altered body: %v, want no signature match", err)
 	}
 	var resp db.Entity
 	if err := e.d.Bun.NewSelect().Model(&resp).Where("id = ?", *job.ResponseID).Scan(context.Background()); err != nil {
@@ -279,7 +327,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
-	rc := newHookReceiver(t, "k", func(int, hookRequest) int { return http.StatusNotFound })
+	rc := newHookReceiver(t, func(int, hookRequest) int { return http.StatusNotFound })
 	startRuntime(t, e, e.s, 2)
 
 	plain := e.submit("no webhook yet")
@@ -288,7 +336,7 @@ func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 		t.Fatal("a delivery was accepted for an org without a webhook")
 	}
 
-	e.setWebhook(rc.srv.URL, "k")
+	e.setWebhook(rc.srv.URL, rc.secret)
 	sub := e.submit("to a missing endpoint")
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if d.Attempts != 1 || strv(d.ErrorKind) != "receiver_4xx" || len(rc.requests()) != 1 {
@@ -308,8 +356,8 @@ func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 func TestDeliveryRecoversAfterRestart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
-	rc := newHookReceiver(t, "restart", nil)
-	e.setWebhook(rc.srv.URL, "restart")
+	rc := newHookReceiver(t, nil)
+	e.setWebhook(rc.srv.URL, rc.secret)
 	ctx := context.Background()
 
 	var ds [3]delivery.Delivery
@@ -393,8 +441,8 @@ func TestDeliveryCancelRefusedWhileInFlight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
 	release := make(chan struct{})
-	rc := newHookReceiver(t, "fly", func(int, hookRequest) int { <-release; return http.StatusNoContent })
-	e.setWebhook(rc.srv.URL, "fly")
+	rc := newHookReceiver(t, func(int, hookRequest) int { <-release; return http.StatusNoContent })
+	e.setWebhook(rc.srv.URL, rc.secret)
 	startRuntime(t, e, e.s, 2)
 	sub := e.submit("slow hookReceiver")
 	select {
@@ -432,8 +480,8 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	t.Parallel()
 	// A one-minute backoff keeps a retryable delivery waiting for as long as the test runs.
 	e := newEnv(t, instantSim(), fastDelivery(time.Minute))
-	rc := newHookReceiver(t, "wait", func(int, hookRequest) int { return http.StatusServiceUnavailable })
-	e.setWebhook(rc.srv.URL, "wait")
+	rc := newHookReceiver(t, func(int, hookRequest) int { return http.StatusServiceUnavailable })
+	e.setWebhook(rc.srv.URL, rc.secret)
 	ctx := context.Background()
 
 	// Accepted, no worker pool yet: cancel it.

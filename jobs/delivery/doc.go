@@ -16,10 +16,18 @@
 //	{"schema":"asterion.delivery.v1","delivery_id","operation_id","prompt_id","job_id",
 //	 "response_id","text","created_at"}
 //
-// with X-Asterion-Delivery: <delivery_id> and X-Asterion-Signature: sha256=<hex HMAC-SHA256 of
-// the body under the org's webhook secret>; then, in a second transaction and only while the
-// row is still in flight under the same token, records the outcome and clears the in-flight
-// marker (and so the cancel reason):
+// signed as Standard Webhooks says: webhook-id: <delivery_id> (the same on every attempt),
+// webhook-timestamp: <Unix seconds of the attempt> and webhook-signature: v1,<base64
+// HMAC-SHA256 of "<id>.<timestamp>.<body>">, keyed with the decoded part after whsec_ of the
+// org's secret (X-Asterion-Attempt carries the attempt number). The secret is stored sealed
+// with the server's secret key (Config.SecretKey, package secretbox) and bound to its org's
+// row; a secret that does not open, or one stored in plain text, fails the delivery
+// (webhook_secret) before anything is sent, never a request with a wrong signature. The
+// connection is dialled through a guard that refuses loopback, private and link-local
+// addresses after resolution, so a name that resolves elsewhere later is caught too
+// (target_private, final), unless Config.AllowPrivate. Then, in a second transaction and only
+// while the row is still in flight under the same token, records the outcome and clears the
+// in-flight marker (and so the cancel reason):
 //
 //	2xx                                   delivered (operation completed)
 //	408, 429, 5xx, timeout, connection    retryable after Config.Backoff(attempt),
@@ -40,7 +48,7 @@
 //
 // Delivery is at least once, with an id. A request whose outcome was never recorded (the
 // process died or was stopped while it was in flight) is sent again, with the same body and
-// the same X-Asterion-Delivery id; the receiver deduplicates on that id. What is exactly once
+// the same webhook-id; the receiver deduplicates on that id. What is exactly once
 // is the ledger and the registry: one delivery row per operation, and its terminal status is
 // recorded once, by the conditional writes above (state = in_flight AND token = mine), so a
 // late answer of an execution that lost its marker is recorded as "late" and changes nothing.

@@ -16,10 +16,10 @@ import (
 // recovery leaves the settled row alone.
 func TestExpiryOfADeliveryInFlight(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), delivery.Config{Timeout: 10 * time.Second, BackoffBase: 100 * time.Millisecond, RecoverEvery: 300 * time.Millisecond},
+	e := newEnv(t, instantSim(), delivery.Config{Timeout: 10 * time.Second, BackoffBase: 100 * time.Millisecond, RecoverEvery: 300 * time.Millisecond, AllowPrivate: true},
 		func(c *jobs.Config) { c.Policy = deferred.Policy{MaxTTL: 2 * time.Second} })
 	release := make(chan struct{})
-	rc := newHookReceiver(t, "exp", func(int, hookRequest) int { <-release; return http.StatusServiceUnavailable })
+	rc := newHookReceiver(t, func(int, hookRequest) int { <-release; return http.StatusServiceUnavailable })
 	t.Cleanup(func() {
 		select {
 		case <-release:
@@ -27,7 +27,7 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 			close(release)
 		}
 	})
-	e.setWebhook(rc.srv.URL, "exp")
+	e.setWebhook(rc.srv.URL, rc.secret)
 	startRuntime(t, e, e.s, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
 	sub := e.submit("expire my delivery")
 	select {

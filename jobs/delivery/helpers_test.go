@@ -18,12 +18,22 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/delivery"
 	"asterion/jobs/provider"
+	"asterion/secretbox"
 )
 
 // These helpers are the jobs tests' own, with the delivery owner registered on every service.
 
 // discard is the logger of every test service: tests assert on rows, not log lines.
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testKey is the server secret key of every test service unless a test gives its own.
+var testKey = func() secretbox.Key {
+	k, _, err := secretbox.NewKey()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // fastWait keeps the backoff recorded on the row but lets the vehicle run again almost at once.
 func fastWait(time.Duration) time.Duration { return 10 * time.Millisecond }
@@ -74,6 +84,9 @@ func (e *tenv) service(prov provider.Provider, dcfg delivery.Config, mods ...fun
 		e.t.Fatalf("NewService: %v", err)
 	}
 	dcfg.Jobs = s
+	if dcfg.SecretKey == nil {
+		dcfg.SecretKey = secretbox.Static(testKey)
+	}
 	if _, err := delivery.New(dcfg); err != nil {
 		e.t.Fatalf("delivery.New: %v", err)
 	}

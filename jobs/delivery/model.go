@@ -19,9 +19,10 @@ const (
 	Schema = "asterion.delivery.v1"
 	// InFlightReason is the cancel/unavailable-reason while a request is in flight.
 	InFlightReason = "the delivery request is in flight"
-	// Headers of a delivery request.
-	HeaderID        = "X-Asterion-Delivery"
-	HeaderSignature = "X-Asterion-Signature"
+	// Headers of a delivery request: Standard Webhooks' three, and the attempt number.
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
 	HeaderAttempt   = "X-Asterion-Attempt"
 )
 

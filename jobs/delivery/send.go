@@ -3,9 +3,7 @@ package delivery
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,6 +24,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/registry"
+	"asterion/secretbox"
 )
 
 // Body is the JSON body of a delivery request (schema asterion.delivery.v1). The
@@ -38,14 +38,6 @@ type Body struct {
 	ResponseID  uuid.UUID `json:"response_id"`
 	Text        string    `json:"text"`
 	CreatedAt   string    `json:"created_at"`
-}
-
-// Sign returns the X-Asterion-Signature value of body under secret:
-// "sha256=" and the lowercase hex HMAC-SHA256.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
 // beginOutcome says what begin decided to do with a vehicle.
@@ -68,7 +60,8 @@ type attemptStart struct {
 	d       Delivery
 	token   string
 	body    []byte
-	secret  string
+	// key is the signing key: the decoded part of the org's secret after whsec_.
+	key []byte
 }
 
 // run makes one attempt of a delivery and translates the outcome for River: a final
@@ -180,6 +173,10 @@ func (ds *Deliveries) begin(ctx context.Context, id uuid.UUID, riverJobID int64)
 			return ds.settleTx(ctx, tx, &d, now, Failed, nil, "webhook_unsigned",
 				"the org has no webhook secret to sign the delivery with", &out)
 		}
+		key, problem := ds.signingKey(org.ID, *org.WebhookSecret)
+		if problem != "" {
+			return ds.settleTx(ctx, tx, &d, now, Failed, nil, "webhook_secret", problem, &out)
+		}
 		var resp db.Entity
 		err = tx.NewSelect().Model(&resp).Column("body", "created_at").Where("id = ?", d.ResponseID).Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -210,7 +207,7 @@ func (ds *Deliveries) begin(ctx context.Context, id uuid.UUID, riverJobID int64)
 			CancelUnavailable: InFlightReason}); err != nil {
 			return err
 		}
-		out = attemptStart{outcome: beginSend, d: d, token: token, body: body, secret: *org.WebhookSecret}
+		out = attemptStart{outcome: beginSend, d: d, token: token, body: body, key: key}
 		return nil
 	})
 	return out, err
@@ -228,10 +225,15 @@ func (ds *Deliveries) send(ctx context.Context, b attemptStart) (int, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "asterion-delivery/1")
-	req.Header.Set(HeaderID, b.d.ID.String())
-	req.Header.Set(HeaderSignature, Sign(b.secret, b.body))
-	req.Header.Set(HeaderAttempt, fmt.Sprint(b.d.Attempts))
-	resp, err := cfg.Client.Do(req)
+	// The id is the delivery's, the same on every attempt, so receivers deduplicate on it; the
+	// timestamp is this attempt's, so a captured request cannot be replayed past the
+	// receiver's tolerance.
+	id, ts := b.d.ID.String(), time.Now().Unix()
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(b.key, id, ts, b.body))
+	req.Header.Set(HeaderAttempt, strconv.Itoa(b.d.Attempts))
+	resp, err := ds.client.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -278,6 +280,10 @@ func (ds *Deliveries) finish(ctx context.Context, b attemptStart, code int, send
 		case sendErr == nil:
 			state, outcome, kind = Failed, Failed, fmt.Sprintf("receiver_%dxx", code/100)
 			msg = fmt.Sprintf("the receiver answered %d %s", code, http.StatusText(code))
+		case errors.As(sendErr, new(*PrivateTargetError)):
+			// Refused before connecting; a retry would dial the same kind of address.
+			state, outcome, kind = Failed, Failed, "target_private"
+			msg = truncate("the webhook target is refused: "+privateReason(sendErr), 500)
 		case interrupted:
 			state, outcome, msg = Retryable, "interrupted", "the request was interrupted when the worker stopped"
 		default:
@@ -404,6 +410,40 @@ func describeSendError(err error, timeout time.Duration) string {
 		err = ue.Err
 	}
 	return truncate("the request failed: "+err.Error(), 500)
+}
+
+// signingKey opens an org's stored webhook secret and returns its signing key, or says why it
+// cannot be used. A failure is logged too: it needs the operator (a wrong ASTERION_SECRET_KEY,
+// or a secret written to the database by hand), and no delivery can be signed until it is fixed.
+func (ds *Deliveries) signingKey(orgID int64, stored string) ([]byte, string) {
+	k, err := ds.cfg.SecretKey.Key()
+	if err != nil {
+		ds.log.Error("webhook delivery: the server's secret key is unavailable", "org_id", orgID, "err", err)
+		return nil, "the server's secret key is unavailable"
+	}
+	secret, err := OpenSecret(k, orgID, stored)
+	switch {
+	case errors.Is(err, secretbox.ErrNotSealed):
+		ds.log.Error("webhook delivery: the org's webhook secret is stored in plain text; set it again with asterion org set-webhook", "org_id", orgID)
+		return nil, "the org's webhook secret is not sealed; set it again with asterion org set-webhook"
+	case err != nil:
+		ds.log.Error("webhook delivery: the org's webhook secret does not open with the server's secret key", "org_id", orgID, "err", err)
+		return nil, "the org's webhook secret does not open with the server's secret key"
+	}
+	key, err := ParseSecret(secret)
+	if err != nil {
+		return nil, "the org's webhook secret is malformed"
+	}
+	return key, ""
+}
+
+// privateReason is the guard's own message out of a send error.
+func privateReason(err error) string {
+	var pe *PrivateTargetError
+	if errors.As(err, &pe) {
+		return pe.Error()
+	}
+	return err.Error()
 }
 
 func randomToken() string {
