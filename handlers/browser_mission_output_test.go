@@ -86,6 +86,14 @@ func TestMissionBrowserLiveOutput(t *testing.T) {
 	if !chromeEval[bool](t, ctx, `window.__noReload === true`) {
 		t.Fatal("the page was reloaded")
 	}
+	// The end of the text stays in view: with the output element made one line high, each
+	// append scrolls it to its end.
+	chromeEval[bool](t, ctx, `(() => { document.getElementById("out-`+jobID+`").style.maxHeight = "1.2em"; return true; })()`)
+	prev = waitLonger(t, ctx, id, prev)
+	if !chromeEval[bool](t, ctx, `(() => { const o = document.getElementById("out-`+jobID+`");
+		return o.scrollHeight > o.clientHeight && o.scrollTop + o.clientHeight >= o.scrollHeight - 1; })()`) {
+		t.Error("after an append the output is not scrolled to its end")
+	}
 
 	// A reload mid-answer: the page shows the text so far at once, then it keeps growing.
 	chromeDo(t, ctx, "reload mid-answer", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("compose-text")))
