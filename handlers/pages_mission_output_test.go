@@ -218,4 +218,36 @@ func TestMissionStreamOutputFragments(t *testing.T) {
 	if out := streamChunk(t, m, chunk(r.JobID, r.PromptID, 3, "more")); out != "" {
 		t.Errorf("an append after the cut: %q", out)
 	}
+
+	// After the output subscription fell behind, the running drops are rendered again with
+	// their output as it is now, and appends go on from there.
+	e.writeChunks(t, p.JobID, 6, " six", " seven")
+	buf.Reset()
+	if err := m.resyncOutput(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Flush()
+	if got := outputText(outputElement(t, buf.String(), p.JobID)); got != "one two &lt;three&gt; four five six seven" {
+		t.Errorf("resync rendered output %q", got)
+	}
+	if strings.Contains(buf.String(), q.PromptID.String()) {
+		t.Errorf("resync rendered the cancelled drop again")
+	}
+	if out := streamChunk(t, m, chunk(p.JobID, p.PromptID, 7, " seven")); out != "" {
+		t.Errorf("a chunk the resync holds was sent again: %q", out)
+	}
+
+	// A new attempt (a reclaimed job) starts a new output: its first chunk renders the drop again.
+	if _, err := e.db.Bun.ExecContext(ctx, `UPDATE sa_job SET attempt = 2 WHERE id = ?`, p.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Bun.ExecContext(ctx, `INSERT INTO sa_job_output (job_id, attempt, seq, text, pieces, prompt_id, org_id, created_by)
+		SELECT id, 2, 1, 'retold', 1, prompt_id, org_id, created_by FROM sa_job WHERE id = ?`, p.JobID); err != nil {
+		t.Fatal(err)
+	}
+	second := chunk(p.JobID, p.PromptID, 1, "retold")
+	second.Attempt = 2
+	if got := outputText(outputElement(t, streamChunk(t, m, second), p.JobID)); got != "retold" {
+		t.Errorf("a new attempt's first chunk rendered output %q, want the new attempt's text", got)
+	}
 }
