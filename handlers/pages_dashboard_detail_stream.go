@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs/feed"
+	"asterion/jobs/output"
 )
 
 // changedStreamer keeps a detail page live: "changed" on connect and, coalesced, whenever an
@@ -85,8 +86,10 @@ func (s *Server) jobEvents(c *fiber.Ctx) error {
 	prompt := d.Job.PromptID
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob}
-	s.pageStream(c, scope, &changedStreamer{concerns: func(e feed.Event) bool {
+	changed := &changedStreamer{concerns: func(e feed.Event) bool {
 		return (e.JobID != nil && *e.JobID == id) || (e.PromptID != nil && *e.PromptID == prompt)
-	}})
+	}}
+	s.serveStream(c, scope, jobPageStreamer{snapshotStreamer: snapshotStreamer{changed}, changed: changed,
+		scope: output.Filter{Scope: v.Scope(), JobID: id}})
 	return nil
 }

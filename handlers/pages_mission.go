@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/views"
@@ -39,7 +40,7 @@ func isHTMX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
 
 // missionPageHandler is GET /mission.
 func (s *Server) missionPageHandler(c *fiber.Ctx) error {
-	field, err := s.missionField(c.UserContext(), missionViewer(principalOf(c)))
+	field, _, err := s.missionField(c.UserContext(), missionViewer(principalOf(c)))
 	if err != nil {
 		return err
 	}
@@ -79,8 +80,12 @@ func (s *Server) missionDrops(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	r, err := s.missionRendered(c.UserContext(), items)
+	if err != nil {
+		return err
+	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return renderStreamed(c, views.MissionDrops(missionDropsOf(items), csrfOf(c)))
+	return renderStreamed(c, views.MissionDrops(r.drops, csrfOf(c)))
 }
 
 // missionSubmit is POST /mission/prompts: the compose bar. It answers 202 with the new drop,
@@ -236,31 +241,36 @@ func (s *Server) missionAction(c *fiber.Ctx, act func(context.Context, jobs.View
 	return render(c, views.MissionDrops([]views.MissionDrop{drop}, csrfOf(c)))
 }
 
-// missionField reads the field of v: its newest prompts, in threads.
-func (s *Server) missionField(ctx context.Context, v jobs.Viewer) (views.MissionField, error) {
+// missionField reads the field of v: its newest prompts, in threads, with the output of the
+// drops that show some.
+func (s *Server) missionField(ctx context.Context, v jobs.Viewer) (views.MissionField, missionRender, error) {
 	asOf, items, err := s.deps.Jobs.MissionField(ctx, v, missionMaxDrops)
 	if err != nil {
-		return views.MissionField{}, err
+		return views.MissionField{}, missionRender{}, err
 	}
-	return views.BuildMissionField(missionDropsOf(items), asOf), nil
+	r, err := s.missionRendered(ctx, items)
+	if err != nil {
+		return views.MissionField{}, missionRender{}, err
+	}
+	return views.BuildMissionField(r.drops, asOf), r, nil
 }
 
 // missionDrop reads one drop of v that changed at or after since.
 func (s *Server) missionDrop(ctx context.Context, v jobs.Viewer, promptID uuid.UUID, since time.Time) (views.MissionDrop, error) {
-	drops, err := s.missionDropsByID(ctx, v, map[uuid.UUID]bool{promptID: true}, since)
+	r, err := s.missionDropsByID(ctx, v, map[uuid.UUID]bool{promptID: true}, since)
 	if err != nil {
 		return views.MissionDrop{}, err
 	}
-	if len(drops) == 0 {
+	if len(r.drops) == 0 {
 		return views.MissionDrop{}, fmt.Errorf("prompt %s vanished from the mission field", promptID)
 	}
-	return drops[0], nil
+	return r.drops[0], nil
 }
 
 // missionDropsByID reads the drops of the prompts in ids that changed at or after since, in
 // prompt created_at order (a parent before its continuations), at most missionMaxDrops (the
 // newest prompts among them: the field shows no older ones).
-func (s *Server) missionDropsByID(ctx context.Context, v jobs.Viewer, ids map[uuid.UUID]bool, since time.Time) ([]views.MissionDrop, error) {
+func (s *Server) missionDropsByID(ctx context.Context, v jobs.Viewer, ids map[uuid.UUID]bool, since time.Time) (missionRender, error) {
 	list := make([]uuid.UUID, 0, len(ids))
 	for id := range ids {
 		list = append(list, id)
@@ -268,21 +278,12 @@ func (s *Server) missionDropsByID(ctx context.Context, v jobs.Viewer, ids map[uu
 	// A millisecond of slack: since is compared with the jobs' updated_at, inclusively.
 	items, err := s.deps.Jobs.MissionChanged(ctx, v, since.Add(-time.Millisecond), list, missionMaxDrops)
 	if err != nil {
-		return nil, err
+		return missionRender{}, err
 	}
-	return missionDropsOf(items), nil
+	return s.missionRendered(ctx, items)
 }
 
-// missionDropsOf turns items into drops (depth unknown).
-func missionDropsOf(items []jobs.MissionItem) []views.MissionDrop {
-	drops := make([]views.MissionDrop, len(items))
-	for i, it := range items {
-		drops[i] = missionDropOf(it)
-	}
-	return drops
-}
-
-func missionDropOf(it jobs.MissionItem) views.MissionDrop {
+func missionDropOf(it jobs.MissionItem, out *db.OutputHead) views.MissionDrop {
 	j := it.Job
 	d := views.MissionDrop{PromptID: it.Prompt.ID.String(), Text: it.Prompt.Body, CreatedAt: it.Prompt.CreatedAt,
 		JobID: j.ID.String(), State: j.State, Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
@@ -292,6 +293,15 @@ func missionDropOf(it jobs.MissionItem) views.MissionDrop {
 	}
 	if it.Prompt.ParentID != nil {
 		d.ParentID = it.Prompt.ParentID.String()
+	}
+	if jobs.HasOutput(j.State) && (out != nil || j.State == string(jobs.StateRunning)) {
+		d.HasOutput = true
+		if out != nil {
+			d.Output = out.Text
+			if out.Cut {
+				d.Output += missionCutMark
+			}
+		}
 	}
 	if it.Response != nil {
 		d.Response = &views.MissionResponse{ID: it.Response.ID.String(), Text: it.Response.Body, CreatedAt: it.Response.CreatedAt}

@@ -35,7 +35,7 @@ func (s *Server) missionStream(c *fiber.Ctx) error {
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob}
 	s.serveStream(c, scope, &missionStreamer{s: s, v: v, csrf: csrf, scope: scope, last: s.deps.Hub.Cursor(),
-		pending: map[uuid.UUID]time.Time{}})
+		pending: map[uuid.UUID]time.Time{}, marks: map[uuid.UUID]outputMark{}})
 	return nil
 }
 
@@ -51,14 +51,19 @@ type missionStreamer struct {
 	// pending holds the prompts changed by events not sent yet, with the earliest updated_at
 	// among their events (where reading them back starts).
 	pending map[uuid.UUID]time.Time
+	// marks is what the page has of each job's output, by job id, as the renderings this
+	// stream sent left it (pages_mission_output.go).
+	marks map[uuid.UUID]outputMark
 }
 
 func (m *missionStreamer) open(ctx context.Context, w *bufio.Writer) error {
-	field, err := m.s.missionField(ctx, m.v)
+	field, r, err := m.s.missionField(ctx, m.v)
 	if err != nil {
 		m.s.log.Warn("mission stream snapshot", "err", err)
 		return err
 	}
+	clear(m.marks)
+	m.rendered(r)
 	if err := writeMissionEvent(ctx, w, views.MissionSnapshot(field, m.csrf)); err != nil {
 		return err
 	}
@@ -76,10 +81,12 @@ func (m *missionStreamer) resync(ctx context.Context, w *bufio.Writer) error {
 			// What happened since is no longer in the feed: send the whole field again.
 			m.last = m.s.deps.Hub.Cursor()
 			clear(m.pending)
-			field, err := m.s.missionField(ctx, m.v)
+			field, r, err := m.s.missionField(ctx, m.v)
 			if err != nil {
 				return err
 			}
+			clear(m.marks)
+			m.rendered(r)
 			if err := writeMissionEvent(ctx, w, views.MissionSnapshot(field, m.csrf)); err != nil {
 				return err
 			}
@@ -131,15 +138,16 @@ func (m *missionStreamer) drained(ctx context.Context, w *bufio.Writer) error {
 		}
 	}
 	clear(m.pending)
-	drops, err := m.s.missionDropsByID(ctx, m.v, ids, since)
+	r, err := m.s.missionDropsByID(ctx, m.v, ids, since)
 	if err != nil {
 		m.s.log.Warn("mission stream drops", "err", err)
 		return err
 	}
-	if len(drops) == 0 {
+	m.rendered(r)
+	if len(r.drops) == 0 {
 		return nil
 	}
-	return writeMissionEvent(ctx, w, views.MissionDrops(drops, m.csrf))
+	return writeMissionEvent(ctx, w, views.MissionDrops(r.drops, m.csrf))
 }
 
 func (m *missionStreamer) tick(context.Context, *bufio.Writer) error { return nil }

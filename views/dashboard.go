@@ -267,6 +267,13 @@ type JobDetail struct {
 	Chain        []JobRow
 	Live         Live
 	Notice       *Notice
+	// Output is what the job's current attempt has written so far (its head, when Cut), and
+	// OutputChunks and OutputTokens its progress; HasOutput says the page shows them (some
+	// output was written, or the job runs).
+	Output                     string
+	OutputCut                  bool
+	OutputChunks, OutputTokens int
+	HasOutput                  bool
 }
 
 // BulkConfirm is the confirmation page of a bulk cancel or retry.

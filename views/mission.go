@@ -38,6 +38,11 @@ type MissionDrop struct {
 	ErrorMessage string
 	UpdatedAt    time.Time
 	Response     *MissionResponse
+	// Output is what the job has written so far (a running job), or what it had written when it
+	// was cancelled or failed; HasOutput says the drop shows it (always while running, so that
+	// live text has its place).
+	Output    string
+	HasOutput bool
 	// Superseded are the earlier jobs of the prompt that a retry replaced, oldest first.
 	Superseded []MissionAttempt
 	// Depth is how deep the drop sits in its thread, or -1 when the renderer does not know it
@@ -174,6 +179,9 @@ func dropStateLabel(state string) string {
 	}
 	return "Unknown"
 }
+
+// OutputID is the id of a drop's output element: live output is appended to it by id.
+func OutputID(jobID string) string { return "out-" + jobID }
 
 // inFlight reports whether a drop's job may still change on its own.
 func inFlight(state string) bool { return state == "queued" || state == "running" }

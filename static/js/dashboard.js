@@ -11,8 +11,17 @@
 //   browser does not support command/commandfor itself.
 // - Timers: [data-elapsed-since] shows the time since its ISO timestamp, every second.
 // - Health: announces a changed set of health banners once through #health-announce.
+// - Output: a job's output ([data-output]) is scrolled to its end whenever it is swapped in.
 (function () {
   "use strict";
+
+  function outputsToEnd(node) {
+    if (!node || !node.querySelectorAll) return;
+    var list = node.querySelectorAll("[data-output]");
+    for (var i = 0; i < list.length; i++) list[i].scrollTop = list[i].scrollHeight;
+  }
+  document.addEventListener("htmx:afterSwap", function (ev) { outputsToEnd(ev.detail.target); });
+  document.addEventListener("DOMContentLoaded", function () { outputsToEnd(document); });
 
   var state = { paused: false, down: false, connected: false };
   var savedStream = null;

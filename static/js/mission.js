@@ -11,6 +11,10 @@
 //   drop is queued or running; it then reads GET /sa-core/v1/mission/recent?since=. When that
 //   lists changes, #mission-drops fetches the changed drops (OOB fragments) and the cursor
 //   moves on. Polling stops as soon as nothing is in flight, and when the stream is back.
+// - Live output: the stream appends a running job's text to its drop's output element
+//   (#out-<job id>, OOB beforeend); the page scrolls that element to its end after each append
+//   and after every rendering of a drop, and ignores appends to a drop no longer running (an
+//   action's answer may have rendered it settled, with its final output, first).
 // - Live updates never touch the compose bar; a successful submit clears the text it sent.
 (function () {
   "use strict";
@@ -111,6 +115,34 @@
     if (d.open) opened[promptOf(drop)] = true;
     else delete opened[promptOf(drop)];
   }, true);
+
+  // ---- live output -------------------------------------------------------------------------
+
+  function toEnd(el) {
+    el.scrollTop = el.scrollHeight;
+  }
+  function outputsToEnd(node) {
+    if (!node || !node.querySelectorAll) return;
+    if (node.hasAttribute && node.hasAttribute("data-output")) toEnd(node);
+    var list = node.querySelectorAll("[data-output]");
+    for (var i = 0; i < list.length; i++) toEnd(list[i]);
+  }
+
+  document.addEventListener("htmx:oobBeforeSwap", function (ev) {
+    var target = ev.detail.target;
+    if (!target || !target.hasAttribute || !target.hasAttribute("data-output")) return;
+    var drop = target.closest(".drop");
+    if (!drop || drop.getAttribute("data-state") !== "running") ev.detail.shouldSwap = false;
+  });
+
+  document.addEventListener("htmx:oobAfterSwap", function (ev) {
+    var target = ev.detail.target;
+    if (!target) return;
+    // An append's target is the output itself; a drop or the field is found again by id, since
+    // an outerHTML swap replaced the element the event names.
+    var el = target.id ? document.getElementById(target.id) : null;
+    outputsToEnd(el || target);
+  });
 
   document.addEventListener("htmx:oobBeforeSwap", function (ev) {
     var target = ev.detail.target;
@@ -298,4 +330,5 @@
     document.addEventListener(name, afterUpdate);
   });
   syncParents();
+  outputsToEnd(field);
 })();
