@@ -58,7 +58,6 @@ func goTool() string {
 	return "/usr/local/go/bin/go"
 }
 
-
 // syncBuffer is an io.Writer safe for the server's goroutines and the test to share.
 type syncBuffer struct {
 	mu sync.Mutex
