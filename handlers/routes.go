@@ -23,7 +23,7 @@ func (s *Server) routes() []Route {
 		{"POST", "/login", Public, Page, s.login},
 		{"POST", "/logout", Member, Page, s.logout},
 
-		// mission:begin (the mission field, issue 7)
+		// mission:begin (the mission field)
 		{"GET", "/mission", Member, Page, s.missionPageHandler},
 		{"GET", "/mission/stream", Member, Page, s.missionStream},
 		{"GET", "/mission/drops", Member, Page, s.missionDrops},
@@ -32,7 +32,7 @@ func (s *Server) routes() []Route {
 		{"POST", "/mission/prompts/:id/retry", Member, Page, s.missionRetry},
 		// mission:end
 
-		// dashboard:begin (operator dashboard pages and fragments, issue 6)
+		// dashboard:begin (operator dashboard pages and fragments)
 		{"GET", "/admin/deferred-operations", Operator, Page, s.dashOperationsPage},
 		{"GET", "/admin/deferred-operations/list", Operator, Page, s.operationsList},
 		{"GET", "/admin/deferred-operations/events", Operator, Page, s.operationsEvents},
@@ -57,7 +57,7 @@ func (s *Server) routes() []Route {
 		{"GET", "/admin/river/*", Admin, Page, s.riverUI},
 		// dashboard:end
 
-		// registry:begin (deferred-operation registry API, issue 5)
+		// registry:begin (deferred-operation registry API)
 		{"GET", "/sa-core/v1/deferred-operations", Member, API, s.listOperations},
 		{"GET", "/sa-core/v1/deferred-operations/:id", Member, API, s.getOperation},
 		{"GET", "/sa-core/v1/deferred-operations/:id/status", Member, API, s.operationStatus},

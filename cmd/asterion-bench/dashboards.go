@@ -1,6 +1,6 @@
 package main
 
-// Phase dashboards (issue 6): many operator dashboards open on the deferred-operations list
+// Phase dashboards: many operator dashboards open on the deferred-operations list
 // (GET /admin/deferred-operations/events, signed in through the login form), and the delay
 // from an operation's status change to the changed row arriving at every dashboard.
 

@@ -1,6 +1,6 @@
 package main
 
-// Phase growth (issue 8): submit latency and worker throughput with a standing backlog of
+// Phase growth: submit latency and worker throughput with a standing backlog of
 // queued jobs. A backlog only stands while no worker takes from it, so the phase runs its own
 // `asterion serve --no-worker` on a database of its own (the main server's workers would drain
 // it). At each size it tops the backlog up (seed.go: real River vehicles and the app's rows for

@@ -1,6 +1,6 @@
 package main
 
-// Phase mission (issue 18): the mission page of a member with a long history. The phase seeds,
+// Phase mission: the mission page of a member with a long history. The phase seeds,
 // in one SQL statement with triggers off (see seed.go), a member of an org of its own holding
 // 20,000 prompts of 30 KB each, every one answered (a 2 KB response), every twentieth retried
 // once; then 20 clients reload /mission as that member in closed loops while the server's

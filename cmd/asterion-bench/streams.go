@@ -1,6 +1,6 @@
 package main
 
-// Phase streams (issue 7): many open mission streams (GET /sa-core/v1/mission/events), the
+// Phase streams: many open mission streams (GET /sa-core/v1/mission/events), the
 // delay from a job's state change to its job.state_changed event arriving at every stream,
 // and the server's resident memory per open stream.
 
