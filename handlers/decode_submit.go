@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"time"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -23,7 +24,8 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return e.detail }
 
-var submitFields = map[string]bool{"prompt": true, "parent_id": true, "priority": true, "max_attempts": true, "options": true}
+var submitFields = map[string]bool{"prompt": true, "parent_id": true, "priority": true, "max_attempts": true, "options": true,
+	"scheduled_for": true}
 var optionFields = map[string]bool{"model": true, "prefer_provider": true, "depth": true, "router_model": true}
 
 // decodeSubmit reads a POST /prompt body strictly: malformed JSON or an unknown key (also
@@ -54,6 +56,16 @@ func decodeSubmit(body []byte) (jobs.SubmitRequest, *decodeError) {
 			fields["parent_id"] = "must be a UUID string"
 		} else {
 			req.ParentID = &id
+		}
+	}
+	if raw, ok := top["scheduled_for"]; ok && !isNull(raw) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			fields["scheduled_for"] = "must be an RFC 3339 time"
+		} else if at, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			fields["scheduled_for"] = "must be an RFC 3339 time"
+		} else {
+			req.ScheduledFor = &at
 		}
 	}
 	req.Priority = intField(top, "priority", fields)

@@ -49,6 +49,9 @@ type SubmitRequest struct {
 	MaxAttempts    *int
 	Options        ExecutionOptions
 	IdempotencyKey string
+	// ScheduledFor, when set, is the earliest time the prompt may run (at most MaxScheduleAhead
+	// ahead); the job stays queued until then.
+	ScheduledFor *time.Time
 	// keyEpoch tells apart the uses of a key that expired and was taken over again (it is ""
 	// for a key's first use), so that each use derives its own operation id.
 	keyEpoch string
@@ -164,6 +167,9 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	if err := s.checkModel(&req); err != nil {
 		return Submitted{}, err
 	}
+	if err := s.checkSchedule(&req); err != nil {
+		return Submitted{}, err
+	}
 	if err := s.rate.take(req.Viewer.UserID); err != nil {
 		return Submitted{}, err
 	}
@@ -248,7 +254,7 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
-			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt)}
+			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt), scheduledFor: r.ScheduledFor}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -321,6 +327,8 @@ type newJob struct {
 	// estimate of the prompt's tokens.
 	model  string
 	tokens int
+	// scheduledFor is when a scheduled prompt may first run.
+	scheduledFor *time.Time
 }
 
 // PromptArgs are the River job arguments: the vehicle carries only the sa_job id (and its
@@ -373,10 +381,13 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJ
 
 // vehicle is the River job that carries the job jobID of nj to a worker.
 func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
+	opts := &river.InsertOpts{Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts}
+	if nj.scheduledFor != nil {
+		// River's scheduled jobs carry a scheduled prompt: no worker fetches it before then.
+		opts.ScheduledAt = *nj.scheduledFor
+	}
 	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens},
-		InsertOpts: &river.InsertOpts{
-			Queue: QueuePrompts, Priority: RiverPriority(nj.priority), MaxAttempts: vehicleMaxAttempts,
-		}}
+		InsertOpts: opts}
 }
 
 // queuedRows are the rows that make a job queued: its registry row (pending) with the first
@@ -403,10 +414,20 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 	if err != nil {
 		return queuedRows{}, fmt.Errorf("build operation handle: %w", err)
 	}
+	scheduled := now
+	if nj.scheduledFor != nil && nj.scheduledFor.After(now) {
+		// The operation's time to live counts from when the prompt may run.
+		scheduled = deferred.NormalizeTime(*nj.scheduledFor)
+		handle.ExpiresAt = deferred.NormalizeTime(handle.ExpiresAt.Add(scheduled.Sub(now)))
+	}
 	r := queuedRows{handle: handle}
 	r.job = db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
 		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
-		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now}
+		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now,
+		ScheduledAt: scheduled}
+	if nj.scheduledFor != nil {
+		r.job.ScheduledFor = &scheduled
+	}
 	if r.op, r.history, err = s.reg.Accepted(handle, nj.orgID, nj.userID, nj.correlation); err != nil {
 		return queuedRows{}, fmt.Errorf("register operation %s: %w", handle.OperationID, err)
 	}
