@@ -35,8 +35,15 @@ type Worker struct {
 	done     atomic.Int64
 }
 
-// Timeout overrides River's default one-minute JobTimeout: the adapter may take 180 s.
-func (w *Worker) Timeout(*river.Job[PromptArgs]) time.Duration { return w.timeout }
+// Timeout overrides River's default one-minute JobTimeout: the adapter may take 180 s. A job
+// may first wait for a provider slot, up to the governor's horizon, which must not eat into its
+// execution's time (Work gives the execution its own deadline).
+func (w *Worker) Timeout(*river.Job[PromptArgs]) time.Duration {
+	if g := w.svc.cfg.Governor; g != nil {
+		return w.timeout + g.Horizon()
+	}
+	return w.timeout
+}
 
 // Work claims, runs and finalises one job, translating the outcome for River.
 func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
@@ -53,6 +60,9 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	if err := w.svc.awaitProviderSlot(ctx, rj.Args); err != nil {
 		return err
 	}
+	// The execution gets the whole job timeout, however long the slot took.
+	ctx, cancelExec := context.WithTimeout(ctx, w.timeout)
+	defer cancelExec()
 	// Submits of this process first (package intake): an accepted job loses nothing by waiting.
 	w.svc.intake.Yield(ctx)
 	admitted := w.svc.intake.Transaction(ctx, intake.Claim)

@@ -51,6 +51,9 @@ type Governor struct {
 	cfg Config
 }
 
+// Horizon is the longest a caller waits for a granted slot.
+func (g *Governor) Horizon() time.Duration { return g.cfg.Horizon }
+
 // New validates cfg and returns a governor.
 func New(cfg Config) (*Governor, error) {
 	if err := cfg.validate(); err != nil {
