@@ -18,7 +18,7 @@ type defaultModeler interface {
 
 // attemptModel is the model an attempt called: the provider's word for a success, else the
 // model asked for or the provider's default.
-func (s *Service) attemptModel(asked string, resp provider.Response, callErr error) string {
+func (s *calls) attemptModel(asked string, resp provider.Response, callErr error) string {
 	if callErr == nil && resp.Model != "" {
 		return resp.Model
 	}
@@ -28,7 +28,7 @@ func (s *Service) attemptModel(asked string, resp provider.Response, callErr err
 // recordAttempt writes what an attempt used as soon as its call returns, whatever becomes of
 // its result: a late or cut answer was still spent. It is its own statement, so a crash before
 // the job settles loses no usage, and a failure to write it loses no result.
-func (s *Service) recordAttempt(ctx context.Context, job db.Job, askedModel string, resp provider.Response, callErr error) {
+func (s *calls) recordAttempt(ctx context.Context, job db.Job, askedModel string, resp provider.Response, callErr error) {
 	if s.cfg.Usage == nil {
 		return
 	}
@@ -53,11 +53,11 @@ func (s *Service) recordAttempt(ctx context.Context, job db.Job, askedModel stri
 
 // JobUsage returns the usage of every attempt of a job, oldest first, and their sum; nothing
 // when no meter is configured.
-func (s *Service) JobUsage(ctx context.Context, jobID uuid.UUID) ([]db.Attempt, usage.Total, error) {
-	if s.cfg.Usage == nil {
+func (s *Reads) JobUsage(ctx context.Context, jobID uuid.UUID) ([]db.Attempt, usage.Total, error) {
+	if s.meter == nil {
 		return nil, usage.Total{}, nil
 	}
-	return s.cfg.Usage.JobAttempts(ctx, jobID)
+	return s.meter.JobAttempts(ctx, jobID)
 }
 
 // Meter is the usage meter of the service, nil when none is configured.

@@ -28,7 +28,7 @@ func (e *BudgetExhaustedError) Error() string {
 func (e *BudgetExhaustedError) Unwrap() error { return ErrBudgetExhausted }
 
 // checkBudget refuses a submit of orgID once its budget is spent.
-func (s *Service) checkBudget(ctx context.Context, orgID int64) error {
+func (s *admission) checkBudget(ctx context.Context, orgID int64) error {
 	if s.cfg.Usage == nil {
 		return nil
 	}

@@ -24,7 +24,7 @@ func recordErrorDetail(ctx context.Context, tx bun.Tx, jobID uuid.UUID, attempt 
 // ErrorDetail returns the full text of the job's latest provider failure ("" when it has none)
 // for a viewer who sees the whole org (an operator or admin); anyone else gets ErrNotFound, as
 // for a job they cannot see.
-func (s *Service) ErrorDetail(ctx context.Context, v Viewer, jobID uuid.UUID) (string, error) {
+func (s *Reads) ErrorDetail(ctx context.Context, v Viewer, jobID uuid.UUID) (string, error) {
 	if !v.OrgWide && !v.AllOrgs {
 		return "", ErrNotFound
 	}

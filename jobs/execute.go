@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -204,8 +205,8 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	defer cancel()
 	// What the provider said of its limits reaches every process first: a 429 pauses the
 	// model before anything else happens.
-	s.observeProvider(fctx, s.modelOf(opts.Model), provider.EstimateTokens(prompt.Body), resp, err)
-	s.recordAttempt(fctx, job, opts.Model, resp, err)
+	s.calls.observeProvider(fctx, s.calls.modelOf(opts.Model), provider.EstimateTokens(prompt.Body), resp, err)
+	s.calls.recordAttempt(fctx, job, opts.Model, resp, err)
 	if out != nil {
 		// The output is stored before the job settles: a chunk is kept only while the job
 		// still runs this execution's claim and attempt.
@@ -220,13 +221,13 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	} else {
 		o = s.finishFailure(fctx, job, claim, err)
 	}
-	s.logSettled(job, o, err, time.Since(started))
+	logSettled(s.log, job, o, err, time.Since(started))
 	return o
 }
 
 // logSettled writes one info line for a job this execution ended (succeeded or failed), with
 // its ids, attempt, error kind and how long the attempt took; a retry is a debug line.
-func (s *Service) logSettled(job db.Job, o outcome, callErr error, took time.Duration) {
+func logSettled(log *slog.Logger, job db.Job, o outcome, callErr error, took time.Duration) {
 	if o.err != nil || o.dropped {
 		return
 	}
@@ -237,10 +238,10 @@ func (s *Service) logSettled(job db.Job, o outcome, callErr error, took time.Dur
 	attrs := []any{"job_id", job.ID, "prompt_id", job.PromptID, "operation_id", job.OperationID, "org_id", job.OrgID,
 		"state", o.state, "attempt", job.Attempt, "error_kind", kind, "duration", took.Round(time.Millisecond)}
 	if o.state == StateQueued {
-		s.log.Debug("job attempt failed; retrying", append(attrs, "retry_in", o.retryIn)...)
+		log.Debug("job attempt failed; retrying", append(attrs, "retry_in", o.retryIn)...)
 		return
 	}
-	s.log.Info("job "+string(o.state), attrs...)
+	log.Info("job "+string(o.state), attrs...)
 }
 
 var errClaimLost = errors.New("claim lost: the job was cancelled or reclaimed")

@@ -39,7 +39,7 @@ func optionsOf(j db.Job) ExecutionOptions {
 }
 
 // modelOf is the model a call asks for: the prompt's, or the provider's default.
-func (s *Service) modelOf(asked string) string {
+func (s *calls) modelOf(asked string) string {
 	if asked != "" {
 		return asked
 	}
@@ -53,7 +53,7 @@ func (s *Service) modelOf(asked string) string {
 // the job is claimed: a slot soon is waited for here, the job still queued; a slot beyond the
 // governor's horizon, or a paused model, gives the vehicle back for later with the job saying
 // why (river.JobSnooze: no attempt spent). nil means the call may start now.
-func (s *Service) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
+func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 	g := s.cfg.Governor
 	if g == nil {
 		return nil
@@ -93,7 +93,7 @@ WHERE id = $1 AND state = 'queued' AND waiting_for IS DISTINCT FROM $2`
 
 // markWaiting records why a queued job waits. A failure to say so changes nothing of the
 // job's fate, so it is logged, not returned.
-func (s *Service) markWaiting(ctx context.Context, jobID uuid.UUID, why string) {
+func (s *calls) markWaiting(ctx context.Context, jobID uuid.UUID, why string) {
 	if _, err := s.db.DB.ExecContext(ctx, markWaitingSQL, jobID, why); err != nil && ctx.Err() == nil {
 		s.log.Warn("recording what a job waits for failed", "job_id", jobID, "waiting_for", why, "err", err)
 	}
@@ -101,7 +101,7 @@ func (s *Service) markWaiting(ctx context.Context, jobID uuid.UUID, why string) 
 
 // observeProvider tells the governor what the provider said of a call: its rate-limit
 // figures, a 429 and its Retry-After, and the tokens used against those reserved.
-func (s *Service) observeProvider(ctx context.Context, model string, reserved int, resp provider.Response, callErr error) {
+func (s *calls) observeProvider(ctx context.Context, model string, reserved int, resp provider.Response, callErr error) {
 	g := s.cfg.Governor
 	if g == nil {
 		return

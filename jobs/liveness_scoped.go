@@ -11,7 +11,7 @@ import (
 // service, without the leader's id) and the signs of life of their own org's jobs only: the
 // heartbeat of its running jobs and the last of its jobs a worker finished, never another org's
 // activity.
-func (s *Service) WorkerLivenessFor(ctx context.Context, v Viewer) (Liveness, error) {
+func (s *Reads) WorkerLivenessFor(ctx context.Context, v Viewer) (Liveness, error) {
 	if v.AllOrgs {
 		return s.WorkerLiveness(ctx)
 	}

@@ -27,7 +27,7 @@ func HasOutput(state string) bool {
 // MissionOutput returns the output heads (MissionOutputCap characters) of the current attempts
 // of items' jobs that show output (HasOutput), by job id, in one read whatever their number.
 // items come from MissionField or MissionChanged, so they are the viewer's already.
-func (s *Service) MissionOutput(ctx context.Context, items []MissionItem) (map[uuid.UUID]db.OutputHead, error) {
+func (s *Reads) MissionOutput(ctx context.Context, items []MissionItem) (map[uuid.UUID]db.OutputHead, error) {
 	keys := make([]db.OutputKey, 0, len(items))
 	for _, it := range items {
 		if HasOutput(it.Job.State) {

@@ -8,6 +8,6 @@ import (
 
 // OutputProgress returns how many chunks j's current attempt has written and about how many
 // tokens they hold (the provider's pieces). j comes from a read scoped to its viewer.
-func (s *Service) OutputProgress(ctx context.Context, j db.Job) (chunks, tokens int, err error) {
+func (s *Reads) OutputProgress(ctx context.Context, j db.Job) (chunks, tokens int, err error) {
 	return db.OutputProgress(ctx, s.db, j.ID, j.Attempt)
 }

@@ -24,7 +24,7 @@ type JobOutput struct {
 
 // Output returns up to limit (at most MaxOutputChunks) chunks of the job's current attempt
 // after seq, for a viewer who may see the job; another org's job is ErrNotFound.
-func (s *Service) Output(ctx context.Context, v Viewer, id uuid.UUID, after, limit int) (JobOutput, error) {
+func (s *Reads) Output(ctx context.Context, v Viewer, id uuid.UUID, after, limit int) (JobOutput, error) {
 	if limit <= 0 || limit > MaxOutputChunks {
 		limit = MaxOutputChunks
 	}

@@ -50,7 +50,7 @@ const quotaRetryAfter = 5
 
 // checkModel applies the deployment's model list: no model means the first, another model
 // than those listed is a field error.
-func (s *Service) checkModel(r *SubmitRequest) error {
+func (s *admission) checkModel(r *SubmitRequest) error {
 	models := s.cfg.Models
 	if len(models) == 0 {
 		return nil
@@ -67,7 +67,7 @@ func (s *Service) checkModel(r *SubmitRequest) error {
 
 // checkQuota refuses a submit of an org that holds OrgMaxQueued queued and running jobs,
 // counted from the trigger-kept counters (one indexed read).
-func (s *Service) checkQuota(ctx context.Context, orgID int64) error {
+func (s *admission) checkQuota(ctx context.Context, orgID int64) error {
 	max := int64(s.cfg.OrgMaxQueued)
 	if max <= 0 {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/registry"
+	"asterion/jobs/usage"
 )
 
 // Reads is the read side of prompt execution and the registry: lists with their filters and
@@ -13,4 +14,6 @@ import (
 type Reads struct {
 	db  *bun.DB
 	reg *registry.Registry
+	// meter reads the usage of jobs; nil when none is configured.
+	meter *usage.Meter
 }

@@ -13,7 +13,7 @@ const scheduleSlack = time.Minute
 
 // checkSchedule applies the scheduling rules: at most 30 days ahead, at most a minute in the
 // past; a time already past (within the minute) runs at once.
-func (s *Service) checkSchedule(r *SubmitRequest) error {
+func (s *admission) checkSchedule(r *SubmitRequest) error {
 	if r.ScheduledFor == nil {
 		return nil
 	}

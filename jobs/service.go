@@ -108,6 +108,10 @@ type Service struct {
 	beats *heartbeats
 	// rate limits each user's submits (nil: no limit).
 	rate *submitRate
+	// calls surrounds each provider call: governor slots, observations, usage.
+	calls *calls
+	// admit holds the rules a submit must pass besides its fields.
+	admit *admission
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 }
@@ -163,9 +167,11 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg}, Operations: &Operations{reg: reg},
+	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg, meter: cfg.Usage}, Operations: &Operations{reg: reg},
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
 		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger), rate: newSubmitRate(cfg.SubmitRate, cfg.Now)}
+	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
+	s.admit = &admission{cfg: &s.cfg, db: cfg.DB}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
 	reg.Register(promptOwner{s})

@@ -164,10 +164,10 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
-	if err := s.checkModel(&req); err != nil {
+	if err := s.admit.checkModel(&req); err != nil {
 		return Submitted{}, err
 	}
-	if err := s.checkSchedule(&req); err != nil {
+	if err := s.admit.checkSchedule(&req); err != nil {
 		return Submitted{}, err
 	}
 	if err := s.rate.take(req.Viewer.UserID); err != nil {
@@ -175,10 +175,10 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, err
 	}
 	defer s.intake.Enter()()
 	if req.IdempotencyKey == "" {
-		if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
+		if err := s.admit.checkBudget(ctx, req.Viewer.OrgID); err != nil {
 			return Submitted{}, err
 		}
-		if err := s.checkQuota(ctx, req.Viewer.OrgID); err != nil {
+		if err := s.admit.checkQuota(ctx, req.Viewer.OrgID); err != nil {
 			return Submitted{}, err
 		}
 		return s.submits.Do(ctx, req)
@@ -198,10 +198,10 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 			}
 			// A replay answers with its original handle even once the budget is spent or the
 			// quota full.
-			if err := s.checkBudget(ctx, req.Viewer.OrgID); err != nil {
+			if err := s.admit.checkBudget(ctx, req.Viewer.OrgID); err != nil {
 				return err
 			}
-			if err := s.checkQuota(ctx, req.Viewer.OrgID); err != nil {
+			if err := s.admit.checkQuota(ctx, req.Viewer.OrgID); err != nil {
 				return err
 			}
 		}

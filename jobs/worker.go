@@ -57,7 +57,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	w.inFlight.Add(1)
 	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
 	// The provider's capacity first: a job that must wait stays queued and spends nothing.
-	if err := w.svc.awaitProviderSlot(ctx, rj.Args); err != nil {
+	if err := w.svc.calls.awaitProviderSlot(ctx, rj.Args); err != nil {
 		return err
 	}
 	// The execution gets the whole job timeout, however long the slot took.
