@@ -1,13 +1,13 @@
 package handlers
 
 import (
-	"time"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
