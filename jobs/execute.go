@@ -50,14 +50,17 @@ func newClaim(workerID string) string {
 // vehicle that is no longer the job's (the job was reclaimed onto a new one) is dropped. A job
 // still running under an older claim means that execution died (River re-fetched its vehicle
 // after a rescue): once its heartbeat is stale it is reclaimed in place.
-func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, workerID string) (claimResult, error) {
+func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, workerID string) (claimResult, error) {
 	// The common case, a queued job on its own vehicle, is one conditional UPDATE; anything
 	// else (a stale vehicle, a job already running or settled) takes the locked look below.
 	c := newClaim(workerID)
-	moved, err := s.claimQueued(ctx, jobID, riverJobID, c)
+	moved, err := s.claimQueued(ctx, jobID, orgID, riverJobID, c)
 	switch {
 	case err == nil:
 		return claimResult{outcome: claimed, job: moved.Job, prompt: &moved.Prompt, claim: c}, nil
+	case errors.Is(err, errOrgAtCap):
+		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
+		return claimResult{outcome: claimWait, wait: orgCapRecheck, reason: "the org runs its most jobs at once"}, nil
 	case !errors.Is(err, errNoChange):
 		return claimResult{}, err
 	}
@@ -118,9 +121,12 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, riverJobID int64, 
 // claimQueued moves a queued job still carried by riverJobID to running under claim, in one
 // transaction, and reads its prompt in the same statement; errNoChange means the job is in any
 // other situation.
-func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, riverJobID int64, claim string) (movedJob, error) {
+func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, claim string) (movedJob, error) {
 	var moved movedJob
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if err := s.admit.underRunningCap(ctx, tx, orgID); err != nil {
+			return err
+		}
 		b := relaxedCommit(tx)
 		ch := claimChange(jobID, riverJobID, claim)
 		ch.batch, ch.prompt = b, true

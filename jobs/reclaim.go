@@ -170,7 +170,7 @@ func (s *Service) replaceVehicle(ctx context.Context, tx bun.Tx, j db.Job) (int6
 			return 0, fmt.Errorf("cancel old vehicle of job %s: %w", j.ID, err)
 		}
 	}
-	res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority, Model: optionsOf(j).Model}, &river.InsertOpts{
+	res, err := s.insert.InsertTx(ctx, tx.Tx, PromptArgs{JobID: j.ID, Priority: j.Priority, Model: optionsOf(j).Model, OrgID: j.OrgID}, &river.InsertOpts{
 		Queue: QueuePrompts, Priority: RiverPriority(j.Priority), MaxAttempts: vehicleMaxAttempts})
 	if err != nil {
 		return 0, fmt.Errorf("new vehicle for job %s: %w", j.ID, err)

@@ -65,6 +65,9 @@ type Config struct {
 	Governor *governor.Governor
 	// Models, when set, lists the models a prompt may ask for; the first is the default.
 	Models []string
+	// OrgMaxRunning, when positive, caps the jobs of one org running at once, across every
+	// process.
+	OrgMaxRunning int
 	// OrgMaxQueued, when positive, caps an org's queued plus running jobs.
 	OrgMaxQueued int
 	// SubmitRate, when positive, is each user's submits per second (burst ten times that).

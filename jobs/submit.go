@@ -340,6 +340,9 @@ type PromptArgs struct {
 	// estimate of its input tokens, for the provider governor.
 	Model  string `json:"model,omitempty"`
 	Tokens int    `json:"tokens,omitempty"`
+	// OrgID is the job's org, for its cap of running jobs (0 on vehicles made before it
+	// existed: no cap is checked).
+	OrgID int64 `json:"org_id,omitempty"`
 }
 
 // Kind is the River job kind.
@@ -386,7 +389,8 @@ func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
 		// River's scheduled jobs carry a scheduled prompt: no worker fetches it before then.
 		opts.ScheduledAt = *nj.scheduledFor
 	}
-	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens},
+	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens,
+		OrgID: nj.orgID},
 		InsertOpts: opts}
 }
 

@@ -66,7 +66,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	// Submits of this process first (package intake): an accepted job loses nothing by waiting.
 	w.svc.intake.Yield(ctx)
 	admitted := w.svc.intake.Transaction(ctx, intake.Claim)
-	res, err := w.svc.claim(ctx, rj.Args.JobID, rj.ID, w.workerID)
+	res, err := w.svc.claim(ctx, rj.Args.JobID, rj.Args.OrgID, rj.ID, w.workerID)
 	admitted()
 	if err != nil {
 		return fmt.Errorf("claim job %s: %w", rj.Args.JobID, err)

@@ -38,6 +38,7 @@ type jobsSettings struct {
 	// ASTERION_SUBMIT_RATE.
 	models     []string
 	maxQueued  int
+	maxRunning int
 	submitRate float64
 }
 
@@ -100,7 +101,7 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 		}
 	}
 	for key, dst := range map[string]*int{"ASTERION_PROVIDER_RPM": &st.rpm, "ASTERION_PROVIDER_TPM": &st.tpm,
-		"ASTERION_ORG_MAX_QUEUED": &st.maxQueued} {
+		"ASTERION_ORG_MAX_QUEUED": &st.maxQueued, "ASTERION_ORG_MAX_RUNNING": &st.maxRunning} {
 		if v := c.getenv(key); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
@@ -138,7 +139,7 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
 		Intake: intake.Config{Yield: st.intakeYield}, Output: out, Usage: meter, Governor: gov,
-		Models: st.models, OrgMaxQueued: st.maxQueued, SubmitRate: st.submitRate})
+		Models: st.models, OrgMaxQueued: st.maxQueued, OrgMaxRunning: st.maxRunning, SubmitRate: st.submitRate})
 	if err != nil {
 		return nil, err
 	}
