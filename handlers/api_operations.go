@@ -153,7 +153,7 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 		return problem(c, fiber.StatusNotFound, "no such operation")
 	}
 	v := viewerOf(principalOf(c))
-	doc, err := s.deps.Jobs.OperationStatus(c.UserContext(), v, id)
+	doc, next, err := s.deps.Jobs.StatusAndSuccessor(c.UserContext(), v, id)
 	if err != nil {
 		return s.operationError(c, err)
 	}
@@ -161,11 +161,11 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 		// Prefer: wait holds the answer until the operation is terminal, if it is in time.
 		done, err := s.awaitTerminal(c.UserContext(), v.Scope(), aboutOperation(id), time.Duration(wait)*time.Second,
 			func(ctx context.Context) (bool, error) {
-				d, err := s.deps.Jobs.OperationStatus(ctx, v, id)
+				d, n, err := s.deps.Jobs.StatusAndSuccessor(ctx, v, id)
 				if err != nil {
 					return false, err
 				}
-				doc = d
+				doc, next = d, n
 				return d.Terminal(), nil
 			})
 		if err != nil {
@@ -174,10 +174,6 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 		if done {
 			c.Set("Preference-Applied", "wait="+strconv.Itoa(wait))
 		}
-	}
-	next, err := s.deps.Jobs.Successor(c.UserContext(), v, id)
-	if err != nil {
-		return s.operationError(c, err)
 	}
 	if next == nil {
 		return writeStatus(c, doc)

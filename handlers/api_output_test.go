@@ -9,20 +9,8 @@ import (
 
 	"asterion/db"
 	"asterion/identity"
-	"asterion/jobs"
-	"asterion/jobs/output"
 )
 
-// withLiveOutput gives the live server's jobs a live output writer that flushes every 20 ms.
-func withLiveOutput(t *testing.T) func(*jobs.Config) {
-	return func(cfg *jobs.Config) {
-		w, err := output.NewWriter(output.WriterConfig{DB: cfg.DB, FlushEvery: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Output = w
-	}
-}
 
 type outputAnswer struct {
 	JobID  string `json:"job_id"`
@@ -37,7 +25,7 @@ type outputAnswer struct {
 
 func TestJobOutput(t *testing.T) {
 	t.Parallel()
-	f := startLiveServerWith(t, liveServerConfig{Jobs: withLiveOutput(t)})
+	f := startLiveServerWith(t, liveOutputConfig(t))
 	u := f.user(t, "acme", "alice", identity.RoleMember)
 	stranger := f.user(t, "globex", "gary", identity.RoleMember)
 	sub := f.submit(t, u, "stream it #sim:tokens=30 #sim:latency=300ms")

@@ -2,8 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -78,62 +77,27 @@ func (e *tenv) service(prov provider.Provider, mods ...func(*jobs.Config)) *jobs
 	return s
 }
 
-func randName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
 // createOrgUser inserts an org and one user of role in it.
 func createOrgUser(t testing.TB, b *bun.DB, role string) (org, user int64) {
-	t.Helper()
-	if err := b.QueryRowContext(context.Background(), "INSERT INTO orgs (name) VALUES (?) RETURNING id",
-		randName("org")).Scan(&org); err != nil {
-		t.Fatalf("insert org: %v", err)
-	}
-	return org, createUser(t, b, org, role)
+	return jobstest.CreateOrgUser(t, b, role)
 }
 
 // createUser inserts a user of role into org.
 func createUser(t testing.TB, b *bun.DB, org int64, role string) (user int64) {
-	t.Helper()
-	if err := b.QueryRowContext(context.Background(), "INSERT INTO users (org_id, name, role) VALUES (?, ?, ?) RETURNING id",
-		org, randName("user"), role).Scan(&user); err != nil {
-		t.Fatalf("insert user: %v", err)
-	}
-	return user
+	return jobstest.CreateUser(t, b, org, role)
 }
 
 // runtimeOpts adjust a RuntimeConfig.
-type runtimeOpt func(*jobs.RuntimeConfig)
+type runtimeOpt = func(*jobs.RuntimeConfig)
 
 // newRuntime builds a runtime that is not started yet; the test's cleanup stops it.
 func newRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	t.Helper()
-	cfg := jobs.RuntimeConfig{Pool: e.d.Pool, Workers: workers, PriorityCeiling: -1, ReclaimEvery: time.Hour}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	rt, err := jobs.NewRuntime(svc, cfg)
-	if err != nil {
-		t.Fatalf("NewRuntime: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Stop(context.Background(), 500*time.Millisecond); err != nil {
-			t.Logf("stop runtime %s: %v", rt.ID(), err)
-		}
-	})
-	return rt
+	return jobstest.NewRuntime(t, e.d.Pool, svc, workers, opts...)
 }
 
 // startRuntime builds and starts a runtime; the test's cleanup stops it.
 func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	t.Helper()
-	rt := newRuntime(t, e, svc, workers, opts...)
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatalf("start runtime: %v", err)
-	}
-	return rt
+	return jobstest.StartRuntime(t, e.d.Pool, svc, workers, opts...)
 }
 
 // startHub runs a change-feed hub until the test ends and waits until it listens.
@@ -151,14 +115,7 @@ func startHub(t testing.TB, e *tenv) *feed.Hub {
 
 // waitFor polls cond every 10 ms until it holds or timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	jobstest.WaitFor(t, timeout, what, cond)
 }
 
 func intp(n int) *int { return &n }
@@ -342,31 +299,11 @@ func (e *tenv) statusJSON(v jobs.Viewer, id uuid.UUID) map[string]any {
 }
 
 func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatalf("marshal status: %v", err)
-	}
-	if err := deferred.ValidateStatus(raw); err != nil {
-		t.Fatalf("status document does not validate: %v\n%s", err, raw)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
+	return jobstest.ValidStatusDoc(t, doc)
 }
 
 func validHandleDoc(t testing.TB, h deferred.Handle) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(h)
-	if err != nil {
-		t.Fatalf("marshal handle: %v", err)
-	}
-	if err := deferred.ValidateHandle(raw); err != nil {
-		t.Fatalf("handle does not validate: %v\n%s", err, raw)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
+	return jobstest.ValidHandleDoc(t, h)
 }
 
 // historyStatuses lists the statuses of an operation's history.

@@ -196,9 +196,10 @@ func (s *Operations) History(ctx context.Context, id uuid.UUID) ([]deferred.Hist
 	return s.reg.History(ctx, id)
 }
 
-// Successor returns the id of the operation that superseded a visible operation, if any.
-func (s *Operations) Successor(ctx context.Context, v Viewer, id uuid.UUID) (*uuid.UUID, error) {
-	return s.reg.Successor(ctx, v, id)
+// StatusAndSuccessor returns the status document of a visible operation and the id of the
+// operation that superseded it, if any, from one read.
+func (s *Operations) StatusAndSuccessor(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, *uuid.UUID, error) {
+	return s.reg.StatusAndSuccessor(ctx, v, id)
 }
 
 // OperationStatus returns the status document of a visible operation.

@@ -37,14 +37,15 @@ func (r *Registry) OperationStatus(ctx context.Context, v Viewer, id uuid.UUID) 
 	return StatusDocOf(op)
 }
 
-// Successor returns the id of the operation that replaced a visible operation (a retry by
-// supersede), if any.
-func (r *Registry) Successor(ctx context.Context, v Viewer, id uuid.UUID) (*uuid.UUID, error) {
+// StatusAndSuccessor is OperationStatus with the id of the operation that replaced it (a
+// retry by supersede), if any, from the same read of its row.
+func (r *Registry) StatusAndSuccessor(ctx context.Context, v Viewer, id uuid.UUID) (deferred.StatusDoc, *uuid.UUID, error) {
 	op, err := Visible(ctx, r.db, v, id)
 	if err != nil {
-		return nil, err
+		return deferred.StatusDoc{}, nil, err
 	}
-	return op.SuccessorID, nil
+	doc, err := StatusDocOf(op)
+	return doc, op.SuccessorID, err
 }
 
 // reconcile asks the owner for the operation's status and records a change; expired work is
