@@ -11,7 +11,6 @@ import (
 	"asterion/identity"
 )
 
-
 type outputAnswer struct {
 	JobID  string `json:"job_id"`
 	State  string `json:"state"`
