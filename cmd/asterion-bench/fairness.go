@@ -29,7 +29,8 @@ type fairnessResult struct {
 	OrgMaxRunning int     `json:"org_max_running"`
 	SeedSeconds   float64 `json:"seed_seconds"`
 	// Submitted is B's prompts, Started how many of them started by 20 s after the last
-	// submit; Wait is started_at − created_at of those started.
+	// submit; Wait is started_at − created_at over all of them, a job not started counting
+	// the time it had waited when the phase looked (so a quantile among those is a lower bound).
 	Submitted int     `json:"submitted"`
 	Started   int     `json:"started"`
 	Wait      latency `json:"wait"`
@@ -104,24 +105,29 @@ func runFairness(ctx context.Context, cfg config) (fairnessResult, error) {
 	if _, err := srv.waitJobs(ctx, ids, len(ids), 20*time.Second, "running", "succeeded", "failed", "cancelled"); err != nil {
 		return r, err
 	}
-	rows, err := srv.pool.Query(ctx, `SELECT (extract(epoch FROM started_at - created_at) * 1000000)::bigint FROM sa_job WHERE id = ANY($1::uuid[]) AND started_at IS NOT NULL`, ids)
+	rows, err := srv.pool.Query(ctx, `SELECT (extract(epoch FROM coalesce(started_at, clock_timestamp()) - created_at) * 1000000)::bigint, started_at IS NOT NULL
+		FROM sa_job WHERE id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return r, fmt.Errorf("read org B's waits: %w", err)
 	}
 	var waits []time.Duration
 	for rows.Next() {
 		var us int64
-		if err := rows.Scan(&us); err != nil {
+		var started bool
+		if err := rows.Scan(&us, &started); err != nil {
 			rows.Close()
 			return r, fmt.Errorf("read org B's waits: %w", err)
 		}
 		waits = append(waits, time.Duration(us)*time.Microsecond)
+		if started {
+			r.Started++
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return r, fmt.Errorf("read org B's waits: %w", err)
 	}
-	r.Started, r.Wait = len(waits), quantiles(waits)
+	r.Wait = quantiles(waits)
 	if err := srv.pool.QueryRow(ctx, `SELECT count(*) FROM sa_job WHERE org_id = $1 AND state = 'queued'`, a.org).Scan(&r.BacklogAfter); err != nil {
 		return r, fmt.Errorf("count org A's backlog: %w", err)
 	}
@@ -133,8 +139,13 @@ func runFairness(ctx context.Context, cfg config) (fairnessResult, error) {
 
 // fairnessRows writes the fairness phase's report rows.
 func fairnessRows(f *fairnessResult, only func(fig, av, target, how string)) {
-	only(fmt.Sprintf("small org's submit → start p99 beside a %s backlog", sizeLabel(f.Backlog)), fmt.Sprintf("%.1f ms", f.Wait.P99ms), "≤ 2 s",
-		fmt.Sprintf("an `asterion serve` of its own, %d workers, sim latency %s, ASTERION_ORG_MAX_RUNNING=%d (capacity is left free for a second org); org A's backlog of %d prompt jobs seeded at once (River's InsertManyFast and the app's rows, as in the growth phase; %.1f s); org B (an operator's API token) submits one prompt every %.0f ms for %.0f s; `started_at − created_at` of B's jobs: %d submitted, %d started within 20 s of the last, p50 %.1f ms, max %.1f ms; org A finished %d jobs meanwhile, %d still queued after",
+	p99 := fmt.Sprintf("%.1f ms", f.Wait.P99ms)
+	if f.Started < f.Submitted {
+		// The slowest 1 % include jobs that never started: their wait so far bounds it.
+		p99 = fmt.Sprintf("≥ %.1f s", f.Wait.P99ms/1000)
+	}
+	only(fmt.Sprintf("small org's submit → start p99 beside a %s backlog", sizeLabel(f.Backlog)), p99, "≤ 2 s",
+		fmt.Sprintf("an `asterion serve` of its own, %d workers, sim latency %s, ASTERION_ORG_MAX_RUNNING=%d (capacity is left free for a second org); org A's backlog of %d prompt jobs seeded at once (River's InsertManyFast and the app's rows, as in the growth phase; %.1f s); org B (an operator's API token) submits one prompt every %.0f ms for %.0f s; `started_at − created_at` of B's jobs: %d submitted, %d started within 20 s of the last (a job not started counts its wait so far), p50 %.1f ms, max %.1f ms; org A finished %d jobs meanwhile, %d still queued after",
 			f.Workers, benchFairLatency, f.OrgMaxRunning, f.Backlog, f.SeedSeconds, float64(benchFairEvery.Milliseconds()), f.SubmitSeconds,
 			f.Submitted, f.Started, f.Wait.P50ms, f.Wait.MaxMs, f.AFinished, f.BacklogAfter))
 }
