@@ -8,13 +8,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // The chunks phase's load: each prompt answers benchChunkTokens words over benchChunkLatency
@@ -38,6 +37,10 @@ type chunksResult struct {
 	Chunks int64 `json:"chunks"`
 	Pairs  int64 `json:"pairs"`
 	Missed int64 `json:"missed"`
+	// Resyncs is how often the server said it skipped output of a stream that fell behind,
+	// on ResyncStreams streams.
+	Resyncs       int `json:"resyncs"`
+	ResyncStreams int `json:"resync_streams"`
 	// Delivery is arrival − the chunk's `at` over every pair.
 	Delivery latency `json:"delivery"`
 	Seconds  float64 `json:"seconds"`
@@ -54,11 +57,52 @@ type chunksResult struct {
 // chunkStream is what one stream received; only the stream's own reader goroutine writes it
 // until the streams are closed.
 type chunkStream struct {
-	last map[uuid.UUID]int
+	last map[string]int
 	// lat is the delay of every chunk received, in microseconds.
 	lat []int32
-	// dup counts chunks received twice or out of order (none expected).
-	dup int
+	// dup counts chunks received twice or out of order, bad events that did not parse (none
+	// expected); resyncs the server's notes that it skipped output of a stream that fell behind.
+	dup, bad, resyncs int
+}
+
+// parseOutputEvent reads job_id, seq and at from a job.output event's data without decoding
+// the whole document: half a million streams' worth of events a second must not make the load
+// generator the bottleneck. The text field cannot hide a match: its quotes are escaped.
+func parseOutputEvent(data string) (job string, seq int, at time.Time, ok bool) {
+	field := func(name string) (string, bool) {
+		i := strings.Index(data, `"`+name+`":`)
+		if i < 0 {
+			return "", false
+		}
+		rest := data[i+len(name)+3:]
+		if strings.HasPrefix(rest, `"`) {
+			end := strings.IndexByte(rest[1:], '"')
+			if end < 0 {
+				return "", false
+			}
+			return rest[1 : 1+end], true
+		}
+		end := strings.IndexAny(rest, ",}")
+		if end < 0 {
+			return "", false
+		}
+		return rest[:end], true
+	}
+	job, ok1 := field("job_id")
+	seqText, ok2 := field("seq")
+	atText, ok3 := field("at")
+	if !ok1 || !ok2 || !ok3 {
+		return "", 0, time.Time{}, false
+	}
+	seq, err := strconv.Atoi(seqText)
+	if err != nil {
+		return "", 0, time.Time{}, false
+	}
+	at, err = time.Parse(time.RFC3339Nano, atText)
+	if err != nil {
+		return "", 0, time.Time{}, false
+	}
+	return job, seq, at, true
 }
 
 func runChunks(ctx context.Context, cfg config) (chunksResult, error) {
@@ -71,29 +115,30 @@ func runChunks(ctx context.Context, cfg config) (chunksResult, error) {
 	defer srv.close()
 	streams := make([]chunkStream, r.Streams)
 	for i := range streams {
-		streams[i].last = map[uuid.UUID]int{}
+		streams[i].last = map[string]int{}
 		streams[i].lat = make([]int32, 0, 2500)
 	}
 	var got atomic.Int64
 	handle := func(i int, ev sseEvent) {
+		s := &streams[i]
+		if ev.Name == "comment" && strings.HasPrefix(ev.Data, "output fell behind") {
+			s.resyncs++
+			return
+		}
 		if ev.Name != "job.output" {
 			return
 		}
-		var p struct {
-			JobID uuid.UUID `json:"job_id"`
-			Seq   int       `json:"seq"`
-			At    time.Time `json:"at"`
-		}
-		if err := json.Unmarshal([]byte(ev.Data), &p); err != nil || p.At.IsZero() {
+		job, seq, at, ok := parseOutputEvent(ev.Data)
+		if !ok {
+			s.bad++
 			return
 		}
-		s := &streams[i]
-		if p.Seq <= s.last[p.JobID] {
+		if seq <= s.last[job] {
 			s.dup++
 			return
 		}
-		s.last[p.JobID] = p.Seq
-		s.lat = append(s.lat, int32(min(ev.At.Sub(p.At).Microseconds(), 1<<31-1)))
+		s.last[job] = seq
+		s.lat = append(s.lat, int32(min(ev.At.Sub(at).Microseconds(), 1<<31-1)))
 		got.Add(1)
 	}
 	open, err := srv.api.openStreams(ctx, r.Streams, "/sa-core/v1/mission/events", handle)
@@ -145,15 +190,20 @@ func runChunks(ctx context.Context, cfg config) (chunksResult, error) {
 		return r, err
 	}
 	var lat []time.Duration
-	dups := 0
+	dups, bad := 0, 0
 	for i := range streams {
+		bad += streams[i].bad
+		r.Resyncs += streams[i].resyncs
+		if streams[i].resyncs > 0 {
+			r.ResyncStreams++
+		}
 		for _, us := range streams[i].lat {
 			lat = append(lat, time.Duration(us)*time.Microsecond)
 		}
 		dups += streams[i].dup
 	}
-	if dups > 0 {
-		fmt.Fprintf(os.Stderr, "chunks: %d chunks arrived twice or out of order\n", dups)
+	if dups > 0 || bad > 0 {
+		fmt.Fprintf(os.Stderr, "chunks: %d chunks arrived twice or out of order, %d events did not parse\n", dups, bad)
 	}
 	r.Pairs = int64(len(lat))
 	r.Missed = want - r.Pairs
@@ -166,8 +216,8 @@ func runChunks(ctx context.Context, cfg config) (chunksResult, error) {
 		r.CPUPerChunkUs = r.ServerCPUms * 1000 / float64(r.Chunks)
 	}
 	r.OutputPerSecond = float64(r.Pairs) / r.Seconds
-	fmt.Fprintf(os.Stderr, "chunks: %d prompts, %d chunks, %d streams: %d pairs, %d missed; p50 %.1f ms p99 %.1f ms; server CPU %.1f s (%.1f µs/pair, %.0f µs/chunk)\n",
-		r.Prompts, r.Chunks, r.Streams, r.Pairs, r.Missed, r.Delivery.P50ms, r.Delivery.P99ms, r.ServerCPUms/1000, r.CPUPerPairUs, r.CPUPerChunkUs)
+	fmt.Fprintf(os.Stderr, "chunks: %d prompts, %d chunks, %d streams: %d pairs, %d missed (%d resyncs on %d streams); p50 %.1f ms p99 %.1f ms; server CPU %.1f s (%.1f µs/pair, %.0f µs/chunk)\n",
+		r.Prompts, r.Chunks, r.Streams, r.Pairs, r.Missed, r.Resyncs, r.ResyncStreams, r.Delivery.P50ms, r.Delivery.P99ms, r.ServerCPUms/1000, r.CPUPerPairUs, r.CPUPerChunkUs)
 	return r, nil
 }
 
@@ -178,7 +228,8 @@ func chunksRows(c *chunksResult, only func(fig, av, target, how string)) {
 		c.Delivery.P50ms, c.Succeeded, c.Prompts)
 	only(fmt.Sprintf("chunk delivery p99, %d prompts streaming, %d mission streams", c.Prompts, c.Streams), fmt.Sprintf("%.1f ms", c.Delivery.P99ms), "≤ 100 ms", how)
 	only("chunks missed", fmt.Sprint(c.Missed), "0",
-		fmt.Sprintf("stored chunks × streams (%d × %d) − pairs received within 15 s of the last job finishing", c.Chunks, c.Streams))
+		fmt.Sprintf("stored chunks × streams (%d × %d) − pairs received within 15 s of the last job finishing; the server said it skipped output of a stream that fell behind %d times, on %d streams",
+			c.Chunks, c.Streams, c.Resyncs, c.ResyncStreams))
 	only("server CPU per delivered chunk", fmt.Sprintf("%.1f µs", c.CPUPerPairUs), "",
 		fmt.Sprintf("utime + stime of the `asterion serve` process (/proc/<pid>/stat) from the first submit to the last arrival (%.1f s, the runs themselves included) ÷ %d pairs; ÷ %d distinct chunks: %.0f µs; load generator %.1f s",
 			c.ServerCPUms/1000, c.Pairs, c.Chunks, c.CPUPerChunkUs, c.BenchCPUms/1000))
