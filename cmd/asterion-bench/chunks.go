@@ -108,7 +108,7 @@ func parseOutputEvent(data string) (job string, seq int, at time.Time, ok bool) 
 func runChunks(ctx context.Context, cfg config) (chunksResult, error) {
 	r := chunksResult{Prompts: cfg.scaled(benchChunkPrompts), Streams: cfg.scaled(benchChunkStreams), Tokens: benchChunkTokens,
 		LatencySeconds: benchChunkLatency.Seconds()}
-	srv, err := startPhaseServer(ctx, cfg, "chunks", "ASTERION_WORKERS=60", "ASTERION_MAX_STREAMS_PER_USER=10000")
+	srv, err := startPhaseServer(ctx, cfg, "chunks", "ASTERION_WORKERS=60")
 	if err != nil {
 		return r, err
 	}
