@@ -35,9 +35,8 @@ func (s *Server) loadFlow(ctx context.Context, v jobs.Viewer, now time.Time) (vi
 	f.Tokens = tokenChartOf(perMinute, since, int(flowWindow/time.Minute))
 	used := map[string][2]int64{}
 	for _, u := range perMinute {
-		if u.At.Equal(minute) {
-			used[u.Model] = [2]int64{u.Calls, u.Tokens}
-		}
+		sum := used[u.Model]
+		used[u.Model] = [2]int64{sum[0] + u.RecentCalls, sum[1] + u.RecentTokens}
 	}
 	states, err := fc.Models(ctx)
 	if err != nil {

@@ -14,7 +14,7 @@ type ModelFlow struct {
 	// "learned" or "none".
 	RPM, TPM             int
 	RPMSource, TPMSource string
-	// UsedCalls and UsedTokens are what finished in the current minute, in the viewer's scope.
+	// UsedCalls and UsedTokens are what finished in the last 60 seconds, in the viewer's scope.
 	UsedCalls, UsedTokens int64
 	// PausedUntil is set while a provider's Retry-After (or an exhausted limit) holds calls.
 	PausedUntil *time.Time

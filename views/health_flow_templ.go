@@ -52,14 +52,14 @@ func healthFlow(f HealthFlow, csrf string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</figure><h2 id=\"flow-tokens-h\" class=\"sr-only\">Tokens per minute</h2></section><section aria-labelledby=\"flow-models\" class=\"card mt-6 overflow-x-auto p-4\" id=\"flow-models-section\"><h2 id=\"flow-models\" class=\"text-sm font-semibold\">Provider models</h2><p class=\"mt-1 text-xs text-slate-500 dark:text-slate-400\">Limits in force for the provider account, shared by every org; used counts calls that finished this minute (")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</figure><h2 id=\"flow-tokens-h\" class=\"sr-only\">Tokens per minute</h2></section><section aria-labelledby=\"flow-models\" class=\"card mt-6 overflow-x-auto p-4\" id=\"flow-models-section\"><h2 id=\"flow-models\" class=\"text-sm font-semibold\">Provider models</h2><p class=\"mt-1 text-xs text-slate-500 dark:text-slate-400\">Limits in force for the provider account, shared by every org; used counts the calls that finished in the last 60 seconds (")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var3 string
 		templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(f.UsedScope)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/health_flow.templ`, Line: 19, Col: 124}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/health_flow.templ`, Line: 19, Col: 139}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 		if templ_7745c5c3_Err != nil {
@@ -75,7 +75,7 @@ func healthFlow(f HealthFlow, csrf string) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<table class=\"mt-2 w-full text-sm\"><caption class=\"sr-only\">Each model's provider limits, use this minute and pauses</caption> <thead class=\"text-left text-xs uppercase tracking-wide text-slate-500 dark:text-slate-400\"><tr><th scope=\"col\" class=\"py-1 font-medium\">Model</th><th scope=\"col\" class=\"py-1 text-right font-medium\">Requests/min</th><th scope=\"col\" class=\"py-1 text-right font-medium\">Tokens/min</th><th scope=\"col\" class=\"py-1 pl-3 font-medium\">Paused</th><th scope=\"col\" class=\"hidden py-1 text-right font-medium sm:table-cell\">Calls · 429s</th>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<table class=\"mt-2 w-full text-sm\"><caption class=\"sr-only\">Each model's provider limits, use in the last 60 seconds and pauses</caption> <thead class=\"text-left text-xs uppercase tracking-wide text-slate-500 dark:text-slate-400\"><tr><th scope=\"col\" class=\"py-1 font-medium\">Model</th><th scope=\"col\" class=\"py-1 text-right font-medium\">Requests/min</th><th scope=\"col\" class=\"py-1 text-right font-medium\">Tokens/min</th><th scope=\"col\" class=\"py-1 pl-3 font-medium\">Paused</th><th scope=\"col\" class=\"hidden py-1 text-right font-medium sm:table-cell\">Calls · 429s</th>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

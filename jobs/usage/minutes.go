@@ -16,6 +16,10 @@ type MinuteUsage struct {
 	// Calls is the number of attempts; Tokens their input and output tokens together.
 	Calls  int64 `bun:"calls"`
 	Tokens int64 `bun:"tokens"`
+	// RecentCalls and RecentTokens count those of them that finished in the 60 seconds
+	// before the read: summed over the minutes, a model's use against a per-minute limit.
+	RecentCalls  int64 `bun:"recent_calls"`
+	RecentTokens int64 `bun:"recent_tokens"`
 }
 
 // PerMinute returns the usage per minute and model of the attempts that finished at or after
@@ -26,6 +30,8 @@ func PerMinute(ctx context.Context, idb bun.IDB, since time.Time, orgID int64) (
 	q := idb.NewSelect().TableExpr("sa_attempt").
 		ColumnExpr("date_trunc('minute', finished_at, 'UTC') AS at, model").
 		ColumnExpr("count(*) AS calls, sum(input_tokens + output_tokens) AS tokens").
+		ColumnExpr("count(*) FILTER (WHERE finished_at >= now() - interval '1 minute') AS recent_calls").
+		ColumnExpr("coalesce(sum(input_tokens + output_tokens) FILTER (WHERE finished_at >= now() - interval '1 minute'), 0) AS recent_tokens").
 		Where("finished_at >= ?", since).GroupExpr("1, 2").OrderExpr("1, 2")
 	if orgID != 0 {
 		q = q.Where("org_id = ?", orgID)
