@@ -26,6 +26,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/feed"
+	"asterion/jobs/flowctl"
 	"asterion/jobs/output"
 	"asterion/static"
 	"asterion/views"
@@ -40,6 +41,9 @@ type Deps struct {
 	Jobs     *jobs.Service
 	// Chains accepts and reads flow.chain operations; nil means a chain owner over Jobs.
 	Chains *chain.Chains
+	// Flow reads and steers flow control for the health page; nil means one over Jobs' database
+	// that knows no configured provider limits (the learned ones still show).
+	Flow *flowctl.Control
 	// Hub fans change-feed events out to SSE streams.
 	Hub *feed.Hub
 	// Output delivers the live output of running jobs to SSE streams; nil: streams carry no
@@ -90,6 +94,10 @@ func New(deps Deps) *Server {
 	if deps.Chains == nil && deps.Jobs != nil {
 		// Jobs is set, so New cannot fail.
 		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
+	}
+	if deps.Flow == nil && deps.Jobs != nil {
+		// The database is set, so New cannot fail.
+		deps.Flow, _ = flowctl.New(flowctl.Config{DB: deps.Jobs.DB()})
 	}
 	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams),
 		metricsSlots: make(chan struct{}, metricsConcurrency), ready: &readyCache{now: time.Now}}

@@ -329,6 +329,8 @@ type Health struct {
 	WorkerSource string
 	LeaderID     string
 	Now          time.Time
+	// Flow is flow control: the models' governors, the orgs' shares and tokens per minute.
+	Flow HealthFlow
 }
 
 // NoWorkerBanner reports whether to warn that work waits and no worker is alive.

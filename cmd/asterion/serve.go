@@ -17,6 +17,8 @@ import (
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/feed"
+	"asterion/jobs/flowctl"
+	"asterion/jobs/governor"
 )
 
 // serve migrates, bootstraps the first admin, then serves HTTP until ctx ends.
@@ -136,9 +138,20 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if m := svc.Meter(); m != nil {
 		reg.MustRegister(newUsageCollector(m))
 	}
+	// The governor keeps its state in the database; this one only tells the health page which
+	// limits are configured.
+	gov, err := governor.New(governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm})
+	if err != nil {
+		return err
+	}
+	flow, err := flowctl.New(flowctl.Config{DB: cn.bun, Governor: gov})
+	if err != nil {
+		return err
+	}
 	srv := handlers.New(handlers.Deps{
 		Identity: ids,
 		Jobs:     svc,
+		Flow:     flow,
 		Hub:      hub,
 		Output:   outHub,
 		RiverUI:  riverUI,
