@@ -39,7 +39,7 @@ func traceRequests(tp trace.TracerProvider, routes []Route) fiber.Handler {
 		ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", method),
 				attribute.String("url.path", strings.Clone(c.Path())),
-				attribute.String("asterion.request_id", requestIDOf(c))))
+				attribute.String("asterion.request_id", strings.Clone(requestIDOf(c)))))
 		defer span.End()
 		c.SetUserContext(ctx)
 		err := c.Next()

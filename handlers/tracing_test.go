@@ -198,7 +198,7 @@ func TestTraceOnePerPrompt(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, kv := range hs.Attributes {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		if attrs["http.route"] != "/sa-core/v1/prompt" || attrs["http.response.status_code"] != "202" {
 			t.Errorf("HTTP span attributes = %v, want http.route /sa-core/v1/prompt and status 202", attrs)

@@ -6,7 +6,8 @@
 // One trace follows each prompt: the HTTP request (handlers), the submit transaction (jobs),
 // the River job that runs it and the provider call (jobs/provider). Trace context crosses
 // process and queue boundaries in the W3C trace context format (the traceparent and
-// tracestate headers, and the same keys in a River job's metadata); Propagator is that format.
+// tracestate headers, and the same keys in a River job's metadata), which each of those
+// packages speaks with propagation.TraceContext; no global provider or propagator is set.
 //
 // When tracing is off, Telemetry.Enabled is false and callers leave their tracing out
 // entirely (a nil trace.TracerProvider in their configuration), so the hot paths pay nothing.

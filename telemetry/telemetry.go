@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -26,9 +25,6 @@ const (
 
 // DefaultServiceName is the service.name of the spans when OTEL_SERVICE_NAME is not set.
 const DefaultServiceName = "asterion"
-
-// Propagator is the trace context format on the wire: W3C trace context.
-var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
 // Config configures tracing. The zero value leaves tracing off.
 type Config struct {

@@ -19,7 +19,7 @@ func newRecordingTracer() (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
 func attrsOf(s sdktrace.ReadOnlySpan) map[string]string {
 	out := map[string]string{}
 	for _, kv := range s.Attributes() {
-		out[string(kv.Key)] = kv.Value.Emit()
+		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
 }
