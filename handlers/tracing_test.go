@@ -33,10 +33,11 @@ func newTracedProvider(t *testing.T) *tracedProvider {
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.parents = append(p.parents, r.Header.Get("traceparent"))
+		n := len(p.parents)
 		p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"chatcmpl-trace","model":"gpt-test","choices":[{"message":{"content":"traced answer"}}],`+
-			`"usage":{"prompt_tokens":3,"completion_tokens":2}}`)
+		fmt.Fprintf(w, `{"id":"chatcmpl-trace-%d","model":"gpt-test","choices":[{"message":{"content":"traced answer"}}],`+
+			`"usage":{"prompt_tokens":3,"completion_tokens":2}}`, n)
 	}))
 	t.Cleanup(p.Close)
 	return p
@@ -88,8 +89,8 @@ func startTracedServer(t *testing.T, tracing bool) *traceHarness {
 
 // spansOf flushes and returns the ended spans of trace id, by name, waiting until every name
 // of want has one. Each name must have one span, except the work span: a vehicle given back
-// (river.JobSnooze) is worked again, each time under the submit; the one kept is the one the
-// provider call ran under.
+// (river.JobSnooze) is worked again, each time under the same parent; the one kept is the one
+// the provider call ran under.
 func (h *traceHarness) spansOf(t *testing.T, id trace.TraceID, want ...string) map[string]tracetest.SpanStub {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -111,8 +112,8 @@ func (h *traceHarness) spansOf(t *testing.T, id trace.TraceID, want ...string) m
 			got[name] = spans[0]
 		}
 		for _, w := range all[workSpan] {
-			if w.Parent.SpanID() != got[submitSpan].SpanContext.SpanID() {
-				t.Errorf("a %q span of trace %s has parent %s, not the submit", workSpan, id, w.Parent.SpanID())
+			if w.Parent.SpanID() != all[workSpan][0].Parent.SpanID() {
+				t.Errorf("the %q spans of trace %s have different parents", workSpan, id)
 			}
 			if w.SpanContext.SpanID() == got[providerSpan].Parent.SpanID() {
 				got[workSpan] = w
@@ -291,4 +292,34 @@ func TestTraceOffSendsNothing(t *testing.T) {
 	if rows != 0 {
 		t.Errorf("%d River jobs carry a traceparent with tracing off", rows)
 	}
+}
+
+// TestTraceRetryJoinsTheRetryRequest: the job a retry queues runs under the retry request's
+// span, with its provider call under it.
+func TestTraceRetryJoinsTheRetryRequest(t *testing.T) {
+	t.Parallel()
+	h := startTracedServer(t, true)
+	u := h.f.user(t, "acme", "dave", identity.RoleMember)
+	first := h.f.submit(t, u, "to be retried")
+	h.f.waitJob(t, u, first.JobID, "succeeded")
+	const tid, sid = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+	r := h.f.do(t, "POST", "/sa-core/v1/jobs/"+first.JobID+"/retry", u.Tok, nil, "traceparent", "00-"+tid+"-"+sid+"-01")
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry: %s", r)
+	}
+	next := mustDecode[struct {
+		Job liveJob `json:"job"`
+	}](t, r.Body).Job
+	h.f.waitJob(t, u, next.JobID, "succeeded")
+	id, err := trace.TraceIDFromHex(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const retrySpan = "POST /sa-core/v1/jobs/:id/retry"
+	spans := h.spansOf(t, id, retrySpan, workSpan, providerSpan)
+	if got := spans[retrySpan].Parent.SpanID().String(); got != sid {
+		t.Errorf("retry span's parent %s, want the caller's %s", got, sid)
+	}
+	wantChild(t, spans, workSpan, retrySpan)
+	wantChild(t, spans, providerSpan, workSpan)
 }

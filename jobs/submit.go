@@ -373,6 +373,10 @@ const vehicleMaxAttempts = 25
 // the other writes go through b, or run at once when b is nil.
 func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJob) (db.Job, deferred.Handle, error) {
 	jobID := uuid.New()
+	if !nj.trace.IsValid() {
+		// A job queued outside Submit (a retry, a chain step) continues the caller's trace.
+		nj.trace = trace.SpanContextFromContext(ctx)
+	}
 	v := nj.vehicle(jobID)
 	res, err := s.insert.InsertTx(ctx, tx.Tx, v.Args, v.InsertOpts)
 	if err != nil {
