@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
 	"asterion/identity"
@@ -62,6 +63,8 @@ type Deps struct {
 	Streams StreamConfig
 	// Limits are the transport limits; they must pass Limits.Validate (zero values are defaults).
 	Limits Limits
+	// Tracer, when set, makes every request a span (tracing.go); nil leaves tracing out.
+	Tracer trace.TracerProvider
 }
 
 // Server is the HTTP application.
@@ -112,7 +115,11 @@ func New(deps Deps) *Server {
 		ErrorHandler:          s.handleError,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
-	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit, s.requestDeadline)
+	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit)
+	if deps.Tracer != nil {
+		s.app.Use(traceRequests(deps.Tracer, s.routes()))
+	}
+	s.app.Use(s.requestDeadline)
 	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
 	for _, r := range s.routes() {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
