@@ -48,6 +48,9 @@ type MissionDrop struct {
 	// Depth is how deep the drop sits in its thread, or -1 when the renderer does not know it
 	// (a live fragment: the page keeps the depth the drop already has).
 	Depth int
+	// Markup, when not empty, is the drop as MissionDropView rendered it before (at Depth, not
+	// out of band, with the page's CSRF token): the field writes it as it is.
+	Markup string
 }
 
 // MissionResponse is the answer of a settled drop.
