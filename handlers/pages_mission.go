@@ -46,7 +46,7 @@ func (s *Server) missionPageHandler(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return renderStreamed(c, views.MissionPage(page, field))
+	return renderSegmented(c.UserContext(), c, views.MissionPage(page, field))
 }
 
 // renderStreamed writes comp as the body while it renders, instead of holding the whole page

@@ -246,7 +246,7 @@ func missionFieldContent(f MissionField, csrf string) templ.Component {
 			}
 			for _, d := range t.Drops {
 				if d.Markup != "" {
-					templ_7745c5c3_Err = templ.Raw(d.Markup).Render(ctx, templ_7745c5c3_Buffer)
+					templ_7745c5c3_Err = keptMarkup(d.Markup).Render(ctx, templ_7745c5c3_Buffer)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
