@@ -48,3 +48,30 @@ func TestKeptMarkupInTheField(t *testing.T) {
 		t.Errorf("copied into a plain writer:\n%s\nwant\n%s", plain.String(), want)
 	}
 }
+
+// excerpt's shortcut for plain text gives exactly what the general path gives.
+func TestExcerptShortcutMatchesTheGeneralPath(t *testing.T) {
+	t.Parallel()
+	pieces := []string{"a", "word", " ", "  ", "\t", "\n", "é", "日本", "\xff", "…", "x\u00a0y", ".", "\u2028"}
+	rng := uint64(1)
+	next := func(n int) int {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		return int((rng >> 33) % uint64(n))
+	}
+	cases := []string{"", " ", "   ", "plain words here", "  leading spaces", "trailing ", strings.Repeat("ab ", 100),
+		strings.Repeat("é", 61), strings.Repeat("x", 59) + " y", strings.Repeat("x", 58) + " yz", strings.Repeat("x", 60) + " "}
+	for range 5000 {
+		var b strings.Builder
+		for k := next(40); k > 0; k-- {
+			b.WriteString(pieces[next(len(pieces))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, c := range cases {
+		for _, n := range []int{1, 2, 3, 10, 60, 140} {
+			if got, want := excerpt(c, n), excerptRunes(c, n); got != want {
+				t.Fatalf("excerpt(%q, %d) = %q, want %q", c, n, got, want)
+			}
+		}
+	}
+}
