@@ -40,12 +40,13 @@ func isHTMX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
 
 // missionPageHandler is GET /mission.
 func (s *Server) missionPageHandler(c *fiber.Ctx) error {
-	field, _, err := s.missionField(c.UserContext(), missionViewer(principalOf(c)))
+	page := pageFor(c, "Mission", views.NavMission)
+	field, _, err := s.missionField(c.UserContext(), missionViewer(principalOf(c)), page.CSRFToken)
 	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return renderStreamed(c, views.MissionPage(pageFor(c, "Mission", views.NavMission), field))
+	return renderSegmented(c.UserContext(), c, views.MissionPage(page, field))
 }
 
 // renderStreamed writes comp as the body while it renders, instead of holding the whole page
@@ -239,20 +240,6 @@ func (s *Server) missionAction(c *fiber.Ctx, act func(context.Context, jobs.View
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Status(status)
 	return render(c, views.MissionDrops([]views.MissionDrop{drop}, csrfOf(c)))
-}
-
-// missionField reads the field of v: its newest prompts, in threads, with the output of the
-// drops that show some.
-func (s *Server) missionField(ctx context.Context, v jobs.Viewer) (views.MissionField, missionRender, error) {
-	asOf, items, err := s.deps.Jobs.MissionField(ctx, v, missionMaxDrops)
-	if err != nil {
-		return views.MissionField{}, missionRender{}, err
-	}
-	r, err := s.missionRendered(ctx, items)
-	if err != nil {
-		return views.MissionField{}, missionRender{}, err
-	}
-	return views.BuildMissionField(r.drops, asOf), r, nil
 }
 
 // missionDrop reads one drop of v that changed at or after since.

@@ -57,7 +57,7 @@ type missionStreamer struct {
 }
 
 func (m *missionStreamer) open(ctx context.Context, w *bufio.Writer) error {
-	field, r, err := m.s.missionField(ctx, m.v)
+	field, r, err := m.s.missionField(ctx, m.v, m.csrf)
 	if err != nil {
 		m.s.log.Warn("mission stream snapshot", "err", err)
 		return err
@@ -81,7 +81,7 @@ func (m *missionStreamer) resync(ctx context.Context, w *bufio.Writer) error {
 			// What happened since is no longer in the feed: send the whole field again.
 			m.last = m.s.deps.Hub.Cursor()
 			clear(m.pending)
-			field, r, err := m.s.missionField(ctx, m.v)
+			field, r, err := m.s.missionField(ctx, m.v, m.csrf)
 			if err != nil {
 				return err
 			}

@@ -80,6 +80,8 @@ type Server struct {
 	metricsSlots chan struct{}
 	// ready caches the readiness check of /readyz (health.go).
 	ready *readyCache
+	// dropCache caches the rendered settled drops of mission fields (mission_drop_cache.go).
+	dropCache *missionDropCache
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -103,7 +105,8 @@ func New(deps Deps) *Server {
 		deps.Flow, _ = flowctl.New(flowctl.Config{DB: deps.Jobs.DB()})
 	}
 	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams),
-		metricsSlots: make(chan struct{}, metricsConcurrency), ready: &readyCache{now: time.Now}}
+		metricsSlots: make(chan struct{}, metricsConcurrency), ready: &readyCache{now: time.Now},
+		dropCache: newMissionDropCache(missionDropCacheBytes)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a

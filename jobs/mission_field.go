@@ -186,12 +186,17 @@ func (r missionRow) item() MissionItem {
 const changeWatermarkSQL = `SELECT LEAST(clock_timestamp(), COALESCE((
 	SELECT min(xact_start) FROM pg_stat_activity
 	WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
-	  AND backend_type = 'client backend'), 'infinity'))`
+	  AND backend_type = ?), 'infinity'))`
+
+// clientBackend is the backend_type of changeWatermarkSQL: a parameter, so that through
+// database/sql the statement stays prepared (planning the pg_stat_activity view costs far more
+// than running it).
+const clientBackend = "client backend"
 
 // changeWatermark reads the as_of of a mission read.
 func changeWatermark(ctx context.Context, idb bun.IDB) (time.Time, error) {
 	var asOf time.Time
-	if err := idb.QueryRowContext(ctx, changeWatermarkSQL).Scan(&asOf); err != nil {
+	if err := idb.QueryRowContext(ctx, changeWatermarkSQL, clientBackend).Scan(&asOf); err != nil {
 		return time.Time{}, fmt.Errorf("read change watermark: %w", err)
 	}
 	return asOf, nil

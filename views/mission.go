@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MissionMaxDepth is the deepest indentation a drop gets in its thread; deeper continuations
@@ -48,6 +49,9 @@ type MissionDrop struct {
 	// Depth is how deep the drop sits in its thread, or -1 when the renderer does not know it
 	// (a live fragment: the page keeps the depth the drop already has).
 	Depth int
+	// Markup, when not empty, is the drop as MissionDropView rendered it before (at Depth, not
+	// out of band, with the page's CSRF token): the field writes it as it is.
+	Markup string
 }
 
 // MissionResponse is the answer of a settled drop.
@@ -81,11 +85,19 @@ type MissionField struct {
 
 // Drops returns every drop of the field, newest first (the order of the "continue from" list).
 func (f MissionField) Drops() []MissionDrop {
-	var out []MissionDrop
-	for _, t := range f.Threads {
-		out = append(out, t.Drops...)
+	// Sorted by pointer: a drop is a large struct, and moving 200 of them about is most of
+	// the sort's cost.
+	var all []*MissionDrop
+	for i := range f.Threads {
+		for j := range f.Threads[i].Drops {
+			all = append(all, &f.Threads[i].Drops[j])
+		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
+	out := make([]MissionDrop, len(all))
+	for i, d := range all {
+		out[i] = *d
+	}
 	return out
 }
 
@@ -94,7 +106,11 @@ func (f MissionField) Drops() []MissionDrop {
 // any other drop starts a thread. Threads are ordered by their root's created_at and drops
 // inside a thread by their own created_at: never by completion order (§9).
 func BuildMissionField(drops []MissionDrop, asOf time.Time) MissionField {
-	sorted := append([]MissionDrop(nil), drops...)
+	// Sorted by pointer: a drop is a large struct, and moving them about is most of the cost.
+	sorted := make([]*MissionDrop, len(drops))
+	for i := range drops {
+		sorted[i] = &drops[i]
+	}
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if !sorted[i].CreatedAt.Equal(sorted[j].CreatedAt) {
 			return sorted[i].CreatedAt.Before(sorted[j].CreatedAt)
@@ -113,7 +129,8 @@ func BuildMissionField(drops []MissionDrop, asOf time.Time) MissionField {
 	depth := make(map[string]int, len(sorted))
 	index := map[string]int{}
 	f := MissionField{AsOf: asOf}
-	for _, d := range sorted {
+	for _, src := range sorted {
+		d := *src
 		r, dp := d.PromptID, 0
 		// A parent created later than its child cannot happen; the check only guards the
 		// walk against bad data.
@@ -221,6 +238,55 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // excerpt shortens text to n runes on one line.
 func excerpt(text string, n int) string {
+	if s, ok := plainExcerpt(text, n); ok {
+		return s
+	}
+	return excerptRunes(text, n)
+}
+
+// plainExcerpt is excerpt for the common text whose whitespace, past a leading run of spaces,
+// is single spaces between words: its excerpt is a piece of text itself, with no copy. ok is
+// false for any other text (other whitespace, a run of spaces, invalid UTF-8).
+func plainExcerpt(text string, n int) (string, bool) {
+	lo := 0
+	for lo < len(text) && text[lo] == ' ' {
+		lo++
+	}
+	// count is the runes of the excerpt so far, which is text[lo:end]; mark is where it
+	// held n-1 of them.
+	count, end, mark := 0, lo, lo
+	space := false
+	for i, r := range text[lo:] {
+		pos := lo + i
+		switch {
+		case r == ' ':
+			if space {
+				return "", false
+			}
+			space = true
+			continue
+		case r == utf8.RuneError || unicode.IsSpace(r):
+			return "", false
+		}
+		if space {
+			space = false
+			if count++; count == n-1 {
+				mark = pos
+			}
+		}
+		end = pos + utf8.RuneLen(r)
+		if count++; count == n-1 {
+			mark = end
+		}
+		if count > n {
+			return strings.TrimSpace(text[lo:mark]) + "…", true
+		}
+	}
+	return text[lo:end], true
+}
+
+// excerptRunes is excerpt for any text.
+func excerptRunes(text string, n int) string {
 	// The text with its whitespace runs collapsed to single spaces and trimmed, read only as
 	// far as its first n+1 runes: a drop's text may be long, and the field shows many.
 	out := make([]rune, 0, n+1)
