@@ -21,6 +21,8 @@ type ETA struct {
 	Seconds int
 	// Starts is true when Seconds is until the job starts, false when it is until it ends.
 	Starts bool
+	// ScheduledFor is the time a scheduled prompt asked to run at, while it is still ahead.
+	ScheduledFor *time.Time
 }
 
 // RetryAfter is the polling hint that follows the estimate: the estimate clamped to 1..60.
@@ -238,7 +240,9 @@ type etaRow struct {
 	CreatedAt   time.Time  `bun:"created_at"`
 	ScheduledAt time.Time  `bun:"scheduled_at"`
 	StartedAt   *time.Time `bun:"started_at"`
-	Now         time.Time  `bun:"now"`
+	// ScheduledFor is the time a scheduled prompt asked for (nil for any other).
+	ScheduledFor *time.Time `bun:"scheduled_for"`
+	Now          time.Time  `bun:"now"`
 	// Ahead and AheadOrg count the claimable queued jobs before it (its org's for AheadOrg),
 	// up to the bound; Counted is false for a job past the bound of a batch read.
 	Ahead    int  `bun:"ahead"`
@@ -260,7 +264,11 @@ func (e *Estimator) estimate(r etaRow, s rateSample, peak int) (ETA, bool) {
 		if r.ScheduledAt.After(r.Now) {
 			// Scheduled (or backing off): not claimable before then, and then first in line
 			// among what is due, as far as anyone can know now.
-			return ETA{Seconds: ceilSeconds(r.ScheduledAt.Sub(r.Now)), Starts: true}, true
+			eta := ETA{Seconds: ceilSeconds(r.ScheduledAt.Sub(r.Now)), Starts: true}
+			if r.ScheduledFor != nil && r.ScheduledFor.After(r.Now) {
+				eta.ScheduledFor = r.ScheduledFor
+			}
+			return eta, true
 		}
 		ahead, aheadOrg := r.Ahead, r.AheadOrg
 		if !r.Counted || ahead >= e.cfg.CountCap {

@@ -57,8 +57,9 @@ func TestETAPlaceInRiverOrder(t *testing.T) {
 	if got := eta(bulk.JobID).Seconds; got != 12 {
 		t.Errorf("bulk, submitted first but sixth ahead: %d s, want 12", got)
 	}
-	if got := eta(scheduled.JobID).Seconds; got < 3590 || got > 3601 {
-		t.Errorf("scheduled in an hour: %d s", got)
+	if got := eta(scheduled.JobID); got.Seconds < 3590 || got.Seconds > 3601 || got.ScheduledFor == nil ||
+		got.ScheduledFor.Sub(later).Abs() > time.Millisecond {
+		t.Errorf("scheduled in an hour: %+v", got)
 	}
 	ids := []uuid.UUID{bulk.JobID, urgent.JobID, scheduled.JobID, defaults[2].JobID, uuid.New()}
 	batch, err := est.Jobs(ctx, ids)

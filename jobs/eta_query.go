@@ -16,11 +16,11 @@ import (
 // index-only scan that stops at the bound), so a job near the front costs a few index entries
 // and one at the back of a long queue at most the bound.
 const (
-	etaJobByID        = `WITH me AS (SELECT id, state, priority, created_at, scheduled_at, started_at, org_id FROM sa_job WHERE id = ?)`
-	etaJobByOperation = `WITH me AS (SELECT id, state, priority, created_at, scheduled_at, started_at, org_id FROM sa_job
+	etaJobByID        = `WITH me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job WHERE id = ?)`
+	etaJobByOperation = `WITH me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job
 		WHERE id = (SELECT (subject->>'job_id')::uuid FROM sa_operation WHERE id = ? AND kind = 'prompt.execute'))`
 	etaPlace = `
-	SELECT me.id, me.state, me.created_at, me.scheduled_at, me.started_at, now() AS now, true AS counted,
+	SELECT me.id, me.state, me.created_at, me.scheduled_at, me.scheduled_for, me.started_at, now() AS now, true AS counted,
 		coalesce(a.ahead, 0) AS ahead, coalesce(a.ahead_org, 0) AS ahead_org
 	FROM me LEFT JOIN LATERAL (
 		SELECT count(*) AS ahead, count(*) FILTER (WHERE q.org_id = me.org_id) AS ahead_org FROM (
@@ -42,7 +42,7 @@ const etaBatchSQL = `WITH head AS (
 		FROM (SELECT id, org_id, created_at, asterion_river_band(priority) AS b FROM sa_job
 			WHERE state = 'queued' AND scheduled_at <= now()
 			ORDER BY asterion_river_band(priority), created_at, id LIMIT ?) h)
-	SELECT j.id, j.state, j.created_at, j.scheduled_at, j.started_at, now() AS now,
+	SELECT j.id, j.state, j.created_at, j.scheduled_at, j.scheduled_for, j.started_at, now() AS now,
 		head.id IS NOT NULL AS counted, coalesce(head.ahead, 0) AS ahead, coalesce(head.ahead_org, 0) AS ahead_org
 	FROM sa_job j LEFT JOIN head ON head.id = j.id
 	WHERE j.id = ANY(?::uuid[]) AND j.state IN ('queued', 'running')`
