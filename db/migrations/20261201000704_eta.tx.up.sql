@@ -14,3 +14,8 @@ CREATE INDEX idx_job_queued_band ON sa_job (asterion_river_band(priority), creat
 -- The measured rate: the most recently finished jobs and how many finished in the last minute.
 -- A job finishes once; the entry is written with its finishing update.
 CREATE INDEX idx_job_finished ON sa_job (finished_at) WHERE finished_at IS NOT NULL;
+
+-- The dashboard's "scheduled" filter: queued prompts waiting for the time they asked for, newest
+-- first like the rest of the jobs list. Few jobs are scheduled, so the index is small.
+CREATE INDEX idx_job_scheduled ON sa_job (created_at DESC, id DESC)
+    WHERE state = 'queued' AND scheduled_for IS NOT NULL;
