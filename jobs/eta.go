@@ -223,13 +223,14 @@ func (m etaModel) runningLeft(elapsed time.Duration) time.Duration {
 	return max(m.meanRun-elapsed, time.Second)
 }
 
-// extrapolate estimates the place of a job past the counted bound: the queued total, by the
-// share of the queue's age the job has waited (arrivals taken as even), never below the bound.
+// extrapolate estimates the place of a job past the counted bound: the share of the queued
+// total that arrived before it, taking arrivals as even over the age of the oldest queued job
+// (a job just submitted has nearly all of them ahead), never below the bound.
 func extrapolate(bound int, s rateSample, waited time.Duration) int {
 	if s.oldestQueued <= 0 || s.queued <= bound {
 		return bound
 	}
-	share := min(waited.Seconds()/s.oldestQueued.Seconds(), 1)
+	share := min(max(1-waited.Seconds()/s.oldestQueued.Seconds(), 0), 1)
 	return max(bound, int(math.Round(float64(s.queued)*share)))
 }
 

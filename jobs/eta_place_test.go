@@ -80,6 +80,15 @@ func TestETAPlaceInRiverOrder(t *testing.T) {
 	if _, ok, err := est.Operation(ctx, uuid.New()); err != nil || ok {
 		t.Errorf("an unknown operation: %v %v", ok, err)
 	}
+	// Past a bound of 3 the place is extrapolated from the queued total (8 jobs): the last
+	// default job has 6 ahead, estimated between the bound and the total.
+	capped, err := NewEstimator(ETAConfig{DB: d.Bun, CountCap: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := capped.Job(ctx, defaults[4].JobID); err != nil || !ok || got.Seconds < 2*3 || got.Seconds > 2*8 {
+		t.Errorf("the last default job past a bound of 3: %+v %v %v, want 6..16 s", got, ok, err)
+	}
 	// The place is an index range, not a scan of the queue.
 	var plan []string
 	rows, err := d.Bun.QueryContext(ctx, "EXPLAIN "+etaJobSQL, bulk.JobID, 2000)

@@ -108,11 +108,14 @@ func TestETAExtrapolate(t *testing.T) {
 	if got := extrapolate(2000, s, 50*time.Second); got != 5000 {
 		t.Errorf("half the queue's age: %d, want 5000", got)
 	}
-	if got := extrapolate(2000, s, 5*time.Second); got != 2000 {
-		t.Errorf("younger than the counted part: %d, want the bound", got)
+	if got := extrapolate(2000, s, 0); got != 10000 {
+		t.Errorf("just submitted: %d, want the whole queue ahead", got)
 	}
-	if got := extrapolate(2000, s, time.Hour); got != 10000 {
-		t.Errorf("older than the oldest: %d, want the total", got)
+	if got := extrapolate(2000, s, 95*time.Second); got != 2000 {
+		t.Errorf("near the front: %d, want the bound", got)
+	}
+	if got := extrapolate(2000, s, time.Hour); got != 2000 {
+		t.Errorf("older than the oldest: %d, want the bound", got)
 	}
 	if got := extrapolate(2000, rateSample{}, time.Hour); got != 2000 {
 		t.Errorf("no totals: %d", got)
