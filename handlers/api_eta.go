@@ -39,15 +39,15 @@ func putETA(fields map[string]json.RawMessage, eta jobs.ETA) int {
 	return retry
 }
 
-// acceptedHandle is the operation object of a 202 for the job jobID: the handle with the
-// server's estimate of when the job starts, and the Retry-After that goes with it (the
-// handle's own hint when there is no estimate: the job already ended).
-func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle, jobID uuid.UUID) (map[string]json.RawMessage, int, error) {
+// acceptedHandle is the operation object of a 202: the handle with the server's estimate of
+// when its work starts (a prompt's job) or ends (a chain), and the Retry-After that goes with
+// it (the handle's own hint when there is no estimate: the work already ended).
+func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle) (map[string]json.RawMessage, int, error) {
 	fields, err := docFields(h)
 	if err != nil {
 		return nil, 0, fmt.Errorf("write the handle of %s: %w", h.OperationID, err)
 	}
-	eta, ok, err := s.deps.Jobs.ETAs().Job(ctx, jobID)
+	eta, ok, err := s.deps.Jobs.ETAs().Operation(ctx, h.OperationID)
 	if err != nil {
 		return nil, 0, err
 	}

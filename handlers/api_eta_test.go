@@ -115,3 +115,34 @@ func TestETAOnHandlesAndStatus(t *testing.T) {
 		t.Errorf("the status history no longer verifies: %s", detail.Body)
 	}
 }
+
+// TestETAOnChains: a running chain's handle and status carry the estimate of its end: its
+// current step's job, then the mean run time of each step after it, so a longer chain ends
+// later.
+func TestETAOnChains(t *testing.T) {
+	t.Parallel()
+	f := startLiveServerWith(t, liveServerConfig{HoldWorkers: true})
+	u := f.user(t, "acme", "carla", identity.RoleMember)
+	short := f.postChain(t, u, map[string]any{"steps": chainSteps("one")})
+	long := f.postChain(t, u, map[string]any{"steps": chainSteps("one", "two", "three")})
+	etaOf := func(a chainAccepted) int {
+		t.Helper()
+		eta, ok := a.handle["eta_seconds"].(float64)
+		if !ok {
+			t.Fatalf("chain handle has no eta_seconds: %s", a.Operation)
+		}
+		return int(eta)
+	}
+	// No worker, nothing measured: one slot of 2 s; each step after the first adds 2 s.
+	if s, l := etaOf(short), etaOf(long); l < s+4 {
+		t.Errorf("a chain of three ends in about %d s, one of one in %d s: want two more steps of run time", l, s)
+	}
+	h := mustDecode[etaDoc](t, long.Operation)
+	r := f.do(t, "GET", h.StatusHref, u.Tok, nil)
+	if err := deferred.ValidateStatus(r.Body); err != nil {
+		t.Fatalf("chain status does not validate: %v\n%s", err, r.Body)
+	}
+	if st := mustDecode[etaDoc](t, r.Body); st.Terminal || st.ETA == nil || *st.RetryAfter != min(max(*st.ETA, 1), 60) {
+		t.Errorf("running chain status: %s", r.Body)
+	}
+}

@@ -123,7 +123,7 @@ func (s *Server) retryJob(c *fiber.Ctx) error {
 	if err != nil {
 		return s.jobsError(c, err)
 	}
-	op, retry, err := s.acceptedHandle(c.UserContext(), out.Operation, out.Job.ID)
+	op, retry, err := s.acceptedHandle(c.UserContext(), out.Operation)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 			return c.Status(fiber.StatusOK).JSON(body)
 		}
 	}
-	op, retry, err := s.acceptedHandle(c.UserContext(), h, out.JobID)
+	op, retry, err := s.acceptedHandle(c.UserContext(), h)
 	if err != nil {
 		return err
 	}

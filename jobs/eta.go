@@ -249,10 +249,29 @@ type etaRow struct {
 	Ahead    int  `bun:"ahead"`
 	AheadOrg int  `bun:"ahead_org"`
 	Counted  bool `bun:"counted"`
+	// Chain is true when the job is a chain's current step, with StepsAfter steps to run after
+	// it: the estimate is then of the chain's end.
+	Chain      bool `bun:"chain"`
+	StepsAfter int  `bun:"steps_after"`
 }
 
-// estimate is the ETA of one row, or false for a job that has ended.
+// estimate is the ETA of one row, or false for a job that has ended. A chain's step is
+// estimated to its end, and each step after it takes the mean run time.
 func (e *Estimator) estimate(r etaRow, s rateSample, peak int) (ETA, bool) {
+	eta, ok := e.estimateJob(r, s, peak)
+	if !ok || !r.Chain {
+		return eta, ok
+	}
+	m := e.modelOf(s, peak)
+	rest := time.Duration(max(r.StepsAfter, 0)) * m.meanRun
+	if eta.Starts {
+		rest += m.meanRun
+	}
+	return ETA{Seconds: eta.Seconds + ceilSeconds(rest)}, true
+}
+
+// estimateJob is the ETA of one job: its start when queued, its end when running.
+func (e *Estimator) estimateJob(r etaRow, s rateSample, peak int) (ETA, bool) {
 	m := e.modelOf(s, peak)
 	switch State(r.State) {
 	case StateRunning:

@@ -16,12 +16,23 @@ import (
 // index-only scan that stops at the bound), so a job near the front costs a few index entries
 // and one at the back of a long queue at most the bound.
 const (
-	etaJobByID        = `WITH me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job WHERE id = ?)`
-	etaJobByOperation = `WITH me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job
+	etaJobByID = `WITH ch AS (SELECT false AS chain, 0 AS steps_after),
+	me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job WHERE id = ?)`
+	etaJobByOperation = `WITH ch AS (SELECT false AS chain, 0 AS steps_after),
+	me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job
 		WHERE id = (SELECT (subject->>'job_id')::uuid FROM sa_operation WHERE id = ? AND kind = 'prompt.execute'))`
+	// A running chain's estimate is its current step's, and the steps after it.
+	etaChainByOperation = `WITH ch AS (
+		SELECT true AS chain, c.step_count - c.current_step AS steps_after, s.job_id FROM sa_operation o
+		JOIN sa_chain c ON c.id = (o.subject->>'chain_id')::uuid AND c.state = 'running'
+		JOIN sa_chain_step s ON s.chain_id = c.id AND s.step = c.current_step
+		WHERE o.id = ? AND o.kind = 'flow.chain'),
+	me AS (SELECT id, state, priority, created_at, scheduled_at, scheduled_for, started_at, org_id FROM sa_job
+		WHERE id = (SELECT job_id FROM ch))`
 	etaPlace = `
 	SELECT me.id, me.state, me.created_at, me.scheduled_at, me.scheduled_for, me.started_at, now() AS now, true AS counted,
-		coalesce(a.ahead, 0) AS ahead, coalesce(a.ahead_org, 0) AS ahead_org
+		coalesce(a.ahead, 0) AS ahead, coalesce(a.ahead_org, 0) AS ahead_org,
+		(SELECT chain FROM ch) AS chain, (SELECT steps_after FROM ch) AS steps_after
 	FROM me LEFT JOIN LATERAL (
 		SELECT count(*) AS ahead, count(*) FILTER (WHERE q.org_id = me.org_id) AS ahead_org FROM (
 			SELECT q.org_id FROM sa_job q
@@ -31,6 +42,7 @@ const (
 			LIMIT ?) q) a ON true`
 	etaJobSQL       = etaJobByID + etaPlace
 	etaOperationSQL = etaJobByOperation + etaPlace
+	etaChainSQL     = etaChainByOperation + etaPlace
 )
 
 // etaBatchSQL places many jobs with one walk of the front of the queue: the first CountCap
@@ -53,11 +65,16 @@ func (e *Estimator) Job(ctx context.Context, id uuid.UUID) (ETA, bool, error) {
 	return e.one(ctx, etaJobSQL, id)
 }
 
-// Operation is the ETA of the job of a prompt.execute operation, or false when the job has
-// ended, the operation is of another kind, or there is none. The caller has checked that its
+// Operation is the ETA of an operation: of its job for prompt.execute; for a running
+// flow.chain, of the end of its current step's job and of the steps after it. It is false when
+// the work has ended, the operation is of another kind, a chain has no step running, or there
+// is no such operation. The caller has checked that its
 // viewer may see the operation.
 func (e *Estimator) Operation(ctx context.Context, id uuid.UUID) (ETA, bool, error) {
-	return e.one(ctx, etaOperationSQL, id)
+	if eta, ok, err := e.one(ctx, etaOperationSQL, id); ok || err != nil {
+		return eta, ok, err
+	}
+	return e.one(ctx, etaChainSQL, id)
 }
 
 func (e *Estimator) one(ctx context.Context, query string, id uuid.UUID) (ETA, bool, error) {
