@@ -99,8 +99,17 @@ func (e *Estimator) one(ctx context.Context, query string, id uuid.UUID) (ETA, b
 // viewer may see the jobs.
 func (e *Estimator) Jobs(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]ETA, error) {
 	out := make(map[uuid.UUID]ETA, len(ids))
-	if len(ids) == 0 {
+	switch len(ids) {
+	case 0:
 		return out, nil
+	case 1:
+		// One drop re-rendered on its change: its own range of the index is cheaper than the
+		// walk of the queue's front.
+		eta, ok, err := e.Job(ctx, ids[0])
+		if ok {
+			out[ids[0]] = eta
+		}
+		return out, err
 	}
 	var rows []etaRow
 	if err := e.cfg.DB.NewRaw(etaBatchSQL, e.cfg.CountCap, pgdialect.Array(ids)).Scan(ctx, &rows); err != nil {
