@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -25,7 +26,9 @@ func (a *apiStreamer) chunk(_ context.Context, w *bufio.Writer, c db.OutputChunk
 		JobID    uuid.UUID `json:"job_id"`
 		Seq      int       `json:"seq"`
 		Text     string    `json:"text"`
-	}{c.PromptID, c.JobID, c.Seq, c.Text})
+		// At is when the chunk was stored, so a client can tell how long it took to arrive.
+		At time.Time `json:"at"`
+	}{c.PromptID, c.JobID, c.Seq, c.Text, c.At})
 	if err != nil {
 		return err
 	}

@@ -189,12 +189,13 @@ func TestMissionEventsCarryJobOutput(t *testing.T) {
 		}
 		if e.Name == "job.output" {
 			var d struct {
-				PromptID string `json:"prompt_id"`
-				JobID    string `json:"job_id"`
-				Seq      int    `json:"seq"`
-				Text     string `json:"text"`
+				PromptID string    `json:"prompt_id"`
+				JobID    string    `json:"job_id"`
+				Seq      int       `json:"seq"`
+				Text     string    `json:"text"`
+				At       time.Time `json:"at"`
 			}
-			if err := json.Unmarshal([]byte(e.Data), &d); err != nil || d.JobID != sub.JobID || d.PromptID != sub.PromptID || e.HasID {
+			if err := json.Unmarshal([]byte(e.Data), &d); err != nil || d.JobID != sub.JobID || d.PromptID != sub.PromptID || e.HasID || d.At.IsZero() {
 				t.Fatalf("job.output %+v (%v), id %v", d, err, e.HasID)
 			}
 			if d.Seq != seq+1 {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ var wantAccess = map[string]Access{
 	"GET /admin/jobs/:id/panel": Operator, "GET /admin/jobs/:id/events": Operator,
 	"POST /admin/jobs/:id/cancel": Operator, "POST /admin/jobs/:id/retry": Operator,
 	"GET /admin/health": Operator, "GET /admin/health/panel": Operator,
+	"POST /admin/health/orgs/:id/pause": Operator, "POST /admin/health/orgs/:id/resume": Operator,
+	"POST /admin/health/models/pause": Admin, "POST /admin/health/models/resume": Admin,
 	"GET /admin/river": Admin, "GET /admin/river/*": Admin,
 
 	"GET /sa-core/v1/deferred-operations": Member, "GET /sa-core/v1/deferred-operations/:id": Member,
@@ -76,6 +79,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"/sa-core/v1/deferred-operations/": op.OperationID,
 		"/sa-core/v1/chains/":              chain.ChainID,
 		"/sa-core/v1/jobs/":                sub.JobID,
+		"/admin/health/orgs/":              strconv.FormatInt(memberA.OrgID, 10),
 	}
 	fill := func(path string) (string, bool) {
 		if !strings.Contains(path, ":") {

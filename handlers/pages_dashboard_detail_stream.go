@@ -58,7 +58,7 @@ func (s *Server) operationEvents(c *fiber.Ctx) error {
 	}
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob, feed.TopicOperation}
-	s.pageStream(c, scope, &changedStreamer{concerns: func(e feed.Event) bool {
+	concerns := func(e feed.Event) bool {
 		if e.OperationID != nil && *e.OperationID == id {
 			return true
 		}
@@ -68,7 +68,13 @@ func (s *Server) operationEvents(c *fiber.Ctx) error {
 			}
 		}
 		return false
-	}})
+	}
+	// The page of a prompt operation shows its job's output: follow that too.
+	if own, ok := d.OwnJob(); ok {
+		s.serveStream(c, scope, newOutputPageStreamer(concerns, output.Filter{Scope: v.Scope(), JobID: own.ID}))
+		return nil
+	}
+	s.pageStream(c, scope, &changedStreamer{concerns: concerns})
 	return nil
 }
 
@@ -86,10 +92,8 @@ func (s *Server) jobEvents(c *fiber.Ctx) error {
 	prompt := d.Job.PromptID
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob}
-	changed := &changedStreamer{concerns: func(e feed.Event) bool {
+	s.serveStream(c, scope, newOutputPageStreamer(func(e feed.Event) bool {
 		return (e.JobID != nil && *e.JobID == id) || (e.PromptID != nil && *e.PromptID == prompt)
-	}}
-	s.serveStream(c, scope, jobPageStreamer{snapshotStreamer: snapshotStreamer{changed}, changed: changed,
-		scope: output.Filter{Scope: v.Scope(), JobID: id}})
+	}, output.Filter{Scope: v.Scope(), JobID: id}))
 	return nil
 }

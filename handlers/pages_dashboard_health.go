@@ -70,6 +70,9 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 		}
 	}
 	h.ErrorKinds = sortedKinds(kinds)
+	if h.Flow, err = s.loadFlow(ctx, v, live.Now); err != nil {
+		return views.Health{}, err
+	}
 	return h, nil
 }
 
@@ -93,7 +96,7 @@ func (s *Server) healthPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, views.HealthPage(dashPage(c, "Queue health", views.NavJobs), h))
+	return render(c, views.HealthPage(dashPage(c, "Queue health", views.NavJobs), h, dashNoticeOf(c)))
 }
 
 // healthPanel is GET /admin/health/panel: the part the page refreshes every 5 s.
@@ -103,5 +106,5 @@ func (s *Server) healthPanel(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return render(c, views.HealthPanel(h))
+	return render(c, views.HealthPanel(h, csrfOf(c)))
 }

@@ -6,21 +6,25 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/feed"
 	"asterion/jobs/output"
 	"asterion/views"
 )
 
-// jobDetailOutputCap is how many characters of a job's output its detail page shows; the API
+// jobDetailOutputCap is how many characters of a job's output a detail page shows; the API
 // has the rest.
 const jobDetailOutputCap = 4 * jobs.MissionOutputCap
 
-// jobDetailOutput adds to d what the job's current attempt has written and its progress.
-func (s *Server) jobDetailOutput(ctx context.Context, v jobs.Viewer, j db.Job, d *views.JobDetail) error {
-	page, err := s.deps.Jobs.Output(ctx, v, j.ID, 0, jobs.MaxOutputChunks)
+// outputSoFar reads what job id's current attempt has written so far and its progress, as the
+// job's page and its operation's page show them.
+func (s *Server) outputSoFar(ctx context.Context, v jobs.Viewer, id uuid.UUID) (views.JobOutput, error) {
+	page, err := s.deps.Jobs.Output(ctx, v, id, 0, jobs.MaxOutputChunks)
 	if err != nil {
-		return fmt.Errorf("read the output of job %s: %w", j.ID, err)
+		return views.JobOutput{}, fmt.Errorf("read the output of job %s: %w", id, err)
 	}
 	var b strings.Builder
 	for _, c := range page.Chunks {
@@ -29,34 +33,42 @@ func (s *Server) jobDetailOutput(ctx context.Context, v jobs.Viewer, j db.Job, d
 			break
 		}
 	}
-	d.Output, d.OutputCut = db.CutRunes(b.String(), jobDetailOutputCap)
+	o := views.JobOutput{JobID: id.String()}
+	o.Text, o.Cut = db.CutRunes(b.String(), jobDetailOutputCap)
 	if !page.Complete && len(page.Chunks) == jobs.MaxOutputChunks {
-		d.OutputCut = true
+		o.Cut = true
 	}
-	if d.OutputChunks, d.OutputTokens, err = s.deps.Jobs.OutputProgress(ctx, page.Job); err != nil {
-		return err
+	if o.Chunks, o.Tokens, err = s.deps.Jobs.OutputProgress(ctx, page.Job); err != nil {
+		return views.JobOutput{}, err
 	}
-	d.HasOutput = len(page.Chunks) > 0 || page.Job.State == string(jobs.StateRunning)
-	return nil
+	o.Shown = len(page.Chunks) > 0 || page.Job.State == string(jobs.StateRunning)
+	return o, nil
 }
 
-// jobPageStreamer is the job page's stream: its changed events also come when the job writes
-// output, coalesced like state changes, so that the panel (output so far and progress) is read
-// again while the job runs.
-type jobPageStreamer struct {
+// outputPageStreamer is the stream of a detail page that shows a job's output (the job's page,
+// its operation's page): its changed events also come when the job writes output, coalesced
+// like state changes, so that the panel (output so far and progress) is read again while the
+// job runs.
+type outputPageStreamer struct {
 	snapshotStreamer
 	changed *changedStreamer
 	scope   output.Filter
 }
 
-func (j jobPageStreamer) outputFilter() output.Filter { return j.scope }
+// newOutputPageStreamer follows the events concerns picks and the output of scope's job.
+func newOutputPageStreamer(concerns func(feed.Event) bool, scope output.Filter) outputPageStreamer {
+	changed := &changedStreamer{concerns: concerns}
+	return outputPageStreamer{snapshotStreamer: snapshotStreamer{changed}, changed: changed, scope: scope}
+}
 
-func (j jobPageStreamer) chunk(context.Context, *bufio.Writer, db.OutputChunk) error {
+func (j outputPageStreamer) outputFilter() output.Filter { return j.scope }
+
+func (j outputPageStreamer) chunk(context.Context, *bufio.Writer, db.OutputChunk) error {
 	j.changed.dirty = true
 	return nil
 }
 
-func (j jobPageStreamer) resyncOutput(context.Context, *bufio.Writer) error {
+func (j outputPageStreamer) resyncOutput(context.Context, *bufio.Writer) error {
 	j.changed.dirty = true
 	return nil
 }

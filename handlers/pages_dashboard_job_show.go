@@ -30,7 +30,7 @@ func (s *Server) jobDetail(ctx context.Context, v jobs.Viewer, id uuid.UUID) (vi
 	for i := range d.Chain {
 		d.Chain[i].Current = d.Chain[i].ID == d.Job.ID
 	}
-	if err := s.jobDetailOutput(ctx, v, jd.Job, &d); err != nil {
+	if d.Output, err = s.outputSoFar(ctx, v, jd.Job.ID); err != nil {
 		return views.JobDetail{}, err
 	}
 	return d, nil

@@ -23,6 +23,10 @@ var dashNotices = map[string]views.Notice{
 	"q-not-found":     {Tone: "error", Text: "No job or prompt you can see has this id."},
 	"bulk-none":       {Tone: "error", Text: "No job matched; nothing was done."},
 	"action-conflict": {Tone: "error", Text: "The state changed meanwhile; nothing was done."},
+	"org-paused":      {Tone: "ok", Text: "Paused the organisation: its queued jobs wait until it is resumed; running jobs finish."},
+	"org-resumed":     {Tone: "ok", Text: "Resumed the organisation: its queued jobs run again."},
+	"model-paused":    {Tone: "ok", Text: "Paused every call to the model, for every organisation, until it is resumed."},
+	"model-resumed":   {Tone: "ok", Text: "Resumed the calls to the model."},
 }
 
 // dashNoticeOf reads the notice of a redirect; unknown codes show nothing. A bulk action's notice

@@ -36,6 +36,14 @@ func (s *Server) operationDetail(ctx context.Context, v jobs.Viewer, id uuid.UUI
 	if op.SuccessorID != nil {
 		d.SuccessorID = op.SuccessorID.String()
 	}
+	if od.PredecessorID != nil {
+		d.PredecessorID = od.PredecessorID.String()
+	}
+	if own, ok := od.OwnJob(); ok {
+		if d.Output, err = s.outputSoFar(ctx, v, own.ID); err != nil {
+			return views.OperationDetail{}, err
+		}
+	}
 	var subject map[string]string
 	_ = json.Unmarshal(op.Subject, &subject)
 	d.SubjectPromptID, d.SubjectJobID = dashUUID(subject["prompt_id"]), dashUUID(subject["job_id"])

@@ -1,10 +1,14 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+
+	"asterion/identity"
 )
 
 // TestDashboardOperationDetailAndActions covers the operator view and poll, cancel, retry.
@@ -64,5 +68,76 @@ func TestDashboardOperationDetailAndActions(t *testing.T) {
 	wantContains(t, r.body, "Retried", "retry notice")
 	wantContains(t, r.body, `data-state="superseded"`, "the old job is superseded in the chain")
 	r = e.get(t, f.opA, path)
-	wantContains(t, r.body, "Retried as", "old operation links its successor")
+	wantContains(t, r.body, "Superseded by", "old operation links its successor")
+}
+
+// operationOf is the operation id of a 202 answer's handle.
+func operationOf(t *testing.T, raw []byte) string {
+	t.Helper()
+	return mustDecode[struct {
+		OperationID string `json:"operation_id"`
+	}](t, raw).OperationID
+}
+
+// linkIn returns the href of the operation link inside the element marked attr on page, or "".
+func linkIn(page, attr string) string {
+	m := regexp.MustCompile(`<span ` + attr + `[^>]*>(?s:.*?)<a href="(/admin/deferred-operations/[0-9a-f-]{36})"`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// A failed job retried from the API: the old operation's page links its successor ("superseded
+// by"), the successor's page links back ("retry of"), following either link answers 200, and
+// another org's operator gets 404 on both pages while a member gets 403.
+func TestOperationPagesLinkARetryBothWays(t *testing.T) {
+	t.Parallel()
+	f := startLiveServer(t)
+	u := f.user(t, "acme", "mona", identity.RoleMember)
+	op := f.user(t, "acme", "otto", identity.RoleOperator)
+	stranger := f.user(t, "globex", "gil", identity.RoleOperator)
+	sub := f.submit(t, u, "doomed #sim:fail=provider_4xx")
+	f.waitJob(t, u, sub.JobID, "failed")
+	oldOp := operationOf(t, sub.Operation)
+	r := f.do(t, "POST", "/sa-core/v1/jobs/"+sub.JobID+"/retry", u.Tok, nil)
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry: %s", r)
+	}
+	newOp := operationOf(t, mustDecode[struct {
+		Operation json.RawMessage `json:"operation"`
+	}](t, r.Body).Operation)
+	oldPath, newPath := "/admin/deferred-operations/"+oldOp, "/admin/deferred-operations/"+newOp
+
+	for _, c := range []struct{ path, attr, want, text, absent string }{
+		{oldPath, "data-successor", newPath, "Superseded by", "data-predecessor"},
+		{newPath, "data-predecessor", oldPath, "Retry of", "data-successor"},
+	} {
+		for _, p := range []string{c.path, c.path + "/panel"} {
+			page := f.do(t, "GET", p, op.Tok, nil)
+			if page.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %s", p, page)
+			}
+			body := string(page.Body)
+			if got := linkIn(body, c.attr); got != c.want {
+				t.Errorf("%s: %s link %q, want %q", p, c.attr, got, c.want)
+			}
+			if !strings.Contains(body, c.text) || strings.Contains(body, c.absent) {
+				t.Errorf("%s: want %q and no %s", p, c.text, c.absent)
+			}
+		}
+		if next := f.do(t, "GET", c.want, op.Tok, nil); next.StatusCode != http.StatusOK {
+			t.Errorf("following %s from %s: %d", c.want, c.path, next.StatusCode)
+		}
+		for _, p := range []string{c.path, c.path + "/panel"} {
+			if r := f.do(t, "GET", p, stranger.Tok, nil); r.StatusCode != http.StatusNotFound {
+				t.Errorf("another org's operator on %s: %d, want 404", p, r.StatusCode)
+			} else if strings.Contains(string(r.Body), oldOp) || strings.Contains(string(r.Body), newOp) {
+				t.Errorf("another org's 404 on %s names an operation", p)
+			}
+			if r := f.do(t, "GET", p, u.Tok, nil); r.StatusCode != http.StatusForbidden {
+				t.Errorf("a member on %s: %d, want 403", p, r.StatusCode)
+			}
+		}
+	}
 }

@@ -53,6 +53,10 @@ func (s *Server) routes() []Route {
 		{"POST", "/admin/jobs/:id/retry", Operator, Page, s.jobRetryAction},
 		{"GET", "/admin/health", Operator, Page, s.healthPage},
 		{"GET", "/admin/health/panel", Operator, Page, s.healthPanel},
+		{"POST", "/admin/health/orgs/:id/pause", Operator, Page, s.orgPauseAction},
+		{"POST", "/admin/health/orgs/:id/resume", Operator, Page, s.orgResumeAction},
+		{"POST", "/admin/health/models/pause", Admin, Page, s.modelPauseAction},
+		{"POST", "/admin/health/models/resume", Admin, Page, s.modelResumeAction},
 		{"GET", "/admin/river", Admin, Page, s.riverUI},
 		{"GET", "/admin/river/*", Admin, Page, s.riverUI},
 		// dashboard:end

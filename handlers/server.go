@@ -20,12 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/feed"
+	"asterion/jobs/flowctl"
 	"asterion/jobs/output"
 	"asterion/static"
 	"asterion/views"
@@ -40,6 +42,9 @@ type Deps struct {
 	Jobs     *jobs.Service
 	// Chains accepts and reads flow.chain operations; nil means a chain owner over Jobs.
 	Chains *chain.Chains
+	// Flow reads and steers flow control for the health page; nil means one over Jobs' database
+	// that knows no configured provider limits (the learned ones still show).
+	Flow *flowctl.Control
 	// Hub fans change-feed events out to SSE streams.
 	Hub *feed.Hub
 	// Output delivers the live output of running jobs to SSE streams; nil: streams carry no
@@ -58,6 +63,8 @@ type Deps struct {
 	Streams StreamConfig
 	// Limits are the transport limits; they must pass Limits.Validate (zero values are defaults).
 	Limits Limits
+	// Tracer, when set, makes every request a span (tracing.go); nil leaves tracing out.
+	Tracer trace.TracerProvider
 }
 
 // Server is the HTTP application.
@@ -91,6 +98,10 @@ func New(deps Deps) *Server {
 		// Jobs is set, so New cannot fail.
 		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
 	}
+	if deps.Flow == nil && deps.Jobs != nil {
+		// The database is set, so New cannot fail.
+		deps.Flow, _ = flowctl.New(flowctl.Config{DB: deps.Jobs.DB()})
+	}
 	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams),
 		metricsSlots: make(chan struct{}, metricsConcurrency), ready: &readyCache{now: time.Now}}
 	s.app = fiber.New(fiber.Config{
@@ -104,7 +115,11 @@ func New(deps Deps) *Server {
 		ErrorHandler:          s.handleError,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
-	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit, s.requestDeadline)
+	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit)
+	if deps.Tracer != nil {
+		s.app.Use(traceRequests(deps.Tracer, s.routes()))
+	}
+	s.app.Use(s.requestDeadline)
 	s.app.Use("/static", filesystem.New(filesystem.Config{Root: http.FS(static.FS), MaxAge: 3600}))
 	for _, r := range s.routes() {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)

@@ -155,6 +155,35 @@ type OperationDetail struct {
 	ChainError    string
 	// Jobs are the prompt jobs of the operation's prompt, oldest first (supersede chain).
 	Jobs []db.Job
+	// PredecessorID is the operation this one superseded (its own job is a retry of that
+	// operation's job), or nil.
+	PredecessorID *uuid.UUID
+}
+
+// OwnJob returns the prompt job the operation was made for, when it has one.
+func (d OperationDetail) OwnJob() (db.Job, bool) {
+	for _, j := range d.Jobs {
+		if j.OperationID != nil && *j.OperationID == d.Operation.ID {
+			return j, true
+		}
+	}
+	return db.Job{}, false
+}
+
+// predecessor finds the operation d's own job superseded, through the job's supersedes column
+// among the prompt's jobs (a retry is a job of the same prompt): the registry row keeps only
+// the forward link, successor_id.
+func (d OperationDetail) predecessor() *uuid.UUID {
+	own, ok := d.OwnJob()
+	if !ok || own.Supersedes == nil {
+		return nil
+	}
+	for _, j := range d.Jobs {
+		if j.ID == *own.Supersedes {
+			return j.OperationID
+		}
+	}
+	return nil
 }
 
 // GetOperation returns the operator view of an operation.
@@ -180,6 +209,7 @@ func (s *Reads) GetOperation(ctx context.Context, v Viewer, id uuid.UUID) (Opera
 			return OperationDetail{}, fmt.Errorf("jobs of operation %s: %w", id, err)
 		}
 	}
+	d.PredecessorID = d.predecessor()
 	return d, nil
 }
 

@@ -83,7 +83,8 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	idb := make([]byte, 4)
 	_, _ = rand.Read(idb)
 	id := "w-" + hex.EncodeToString(idb)
-	w := &Worker{svc: svc, workerID: id, ceiling: cfg.PriorityCeiling, timeout: cfg.JobTimeout}
+	w := &Worker{svc: svc, workerID: id, ceiling: cfg.PriorityCeiling, timeout: cfg.JobTimeout,
+		middleware: workMiddleware(svc.cfg.Tracer)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	river.AddWorker(workers, &reclaimWorker{svc: svc})

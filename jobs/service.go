@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 
 	"asterion/jobs/deferred"
 	"asterion/jobs/governor"
@@ -79,6 +80,9 @@ type Config struct {
 	// intake). Its zero value leaves the lane off; the command line sets intake.DefaultYield
 	// unless configured otherwise.
 	Intake intake.Config
+	// Tracer, when set, traces every submit, the River job of every prompt and its provider
+	// call, one trace per prompt (tracing.go); nil leaves tracing out at no cost.
+	Tracer trace.TracerProvider
 }
 
 // Service is the execution core shared by the API, the workers and the command line.
@@ -117,6 +121,8 @@ type Service struct {
 	admit *admission
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
+	// tracer starts the submit spans; nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // NewService validates cfg and builds the insert-only River client that enqueues inside bun
@@ -185,6 +191,10 @@ func NewService(cfg Config) (*Service, error) {
 	s.admit = &admission{cfg: &s.cfg, db: cfg.DB}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
+	if cfg.Tracer != nil {
+		s.tracer = cfg.Tracer.Tracer(tracerName)
+		s.cfg.Provider = provider.Traced(cfg.Provider, cfg.Tracer)
+	}
 	reg.Register(promptOwner{s})
 	return s, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
 	"asterion/jobs/deferred"
@@ -55,6 +56,8 @@ type SubmitRequest struct {
 	// keyEpoch tells apart the uses of a key that expired and was taken over again (it is ""
 	// for a key's first use), so that each use derives its own operation id.
 	keyEpoch string
+	// trace is the submit's span, the parent of its job's work (invalid: not traced).
+	trace trace.SpanContext
 }
 
 // Submitted is the answer to an accepted prompt.
@@ -160,7 +163,13 @@ func (r *SubmitRequest) requestHash() string {
 //
 // Submits without an Idempotency-Key may share their transaction with concurrent ones (see
 // intake.Group); with a key, the key's row decides what happens, in a transaction of its own.
-func (s *Service) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
+func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted, err error) {
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "jobs.submit")
+		req.trace = span.SpanContext()
+		defer func() { endSubmitSpan(span, out, err) }()
+	}
 	if err := req.validate(); err != nil {
 		return Submitted{}, err
 	}
@@ -254,7 +263,8 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
-			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt), scheduledFor: r.ScheduledFor}
+			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt), scheduledFor: r.ScheduledFor,
+			trace: r.trace}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -329,6 +339,8 @@ type newJob struct {
 	tokens int
 	// scheduledFor is when a scheduled prompt may first run.
 	scheduledFor *time.Time
+	// trace is the span the job's work continues (invalid: none).
+	trace trace.SpanContext
 }
 
 // PromptArgs are the River job arguments: the vehicle carries only the sa_job id (and its
@@ -361,6 +373,10 @@ const vehicleMaxAttempts = 25
 // the other writes go through b, or run at once when b is nil.
 func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJob) (db.Job, deferred.Handle, error) {
 	jobID := uuid.New()
+	if !nj.trace.IsValid() {
+		// A job queued outside Submit (a retry, a chain step) continues the caller's trace.
+		nj.trace = trace.SpanContextFromContext(ctx)
+	}
 	v := nj.vehicle(jobID)
 	res, err := s.insert.InsertTx(ctx, tx.Tx, v.Args, v.InsertOpts)
 	if err != nil {
@@ -389,6 +405,7 @@ func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
 		// River's scheduled jobs carry a scheduled prompt: no worker fetches it before then.
 		opts.ScheduledAt = *nj.scheduledFor
 	}
+	opts.Metadata = traceMetadata(nj.trace)
 	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens,
 		OrgID: nj.orgID},
 		InsertOpts: opts}

@@ -100,7 +100,7 @@ func (ch change) statement() (string, []any) {
 		q.WriteString(promptColumns())
 	}
 	q.WriteString(" FROM moved LEFT JOIN LATERAL (")
-	q.WriteString(strings.Replace(registry.LockOperation, "operation.id = ?", "operation.id = moved.operation_id", 1))
+	q.WriteString(registry.LockMovedOperation)
 	q.WriteString(") AS op ON true")
 	if ch.prompt {
 		q.WriteString(" LEFT JOIN sa_entity AS prompt ON prompt.id = moved.prompt_id")
@@ -109,7 +109,7 @@ func (ch change) statement() (string, []any) {
 }
 
 // movedJob is a job as a change left it, with its registry row (zero when it has none) locked
-// by the same statement, as registry.LockOperation reads it, and its prompt when the change
+// by the same statement, as registry.LockMovedOperation reads it, and its prompt when the change
 // asked.
 type movedJob struct {
 	db.Job

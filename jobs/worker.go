@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"asterion/jobs/intake"
 )
@@ -33,7 +34,12 @@ type Worker struct {
 	budget   *atomic.Int64
 	inFlight atomic.Int64
 	done     atomic.Int64
+	// middleware wraps every job's work (tracing; nil when off).
+	middleware []rivertype.WorkerMiddleware
 }
+
+// Middleware is the worker middleware of prompt jobs: their spans, when tracing is on.
+func (w *Worker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware { return w.middleware }
 
 // Timeout overrides River's default one-minute JobTimeout: the adapter may take 180 s. A job
 // may first wait for a provider slot, up to the governor's horizon, which must not eat into its

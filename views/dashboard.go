@@ -194,15 +194,21 @@ type OperationDetail struct {
 	DiagnosticsDigest  string
 	ErrorKind          string
 	ErrorMessage       string
-	SuccessorID        string
-	History            []HistoryItem
-	ChainVerified      bool
-	ChainError         string
-	Jobs               []JobRow
+	// SuccessorID is the operation that superseded this one (a retry), PredecessorID the one
+	// this one superseded ("" when none).
+	SuccessorID   string
+	PredecessorID string
+	History       []HistoryItem
+	ChainVerified bool
+	ChainError    string
+	Jobs          []JobRow
 	// RetryJobID is the job a retry would supersede ("" when no linked job may be retried).
 	RetryJobID string
-	Live       Live
-	Notice     *Notice
+	// Output is what the operation's own prompt job has written so far (not Shown for other
+	// kinds).
+	Output JobOutput
+	Live   Live
+	Notice *Notice
 }
 
 // Cancelable reports whether the cancel button is enabled.
@@ -269,13 +275,8 @@ type JobDetail struct {
 	Chain        []JobRow
 	Live         Live
 	Notice       *Notice
-	// Output is what the job's current attempt has written so far (its head, when Cut), and
-	// OutputChunks and OutputTokens its progress; HasOutput says the page shows them (some
-	// output was written, or the job runs).
-	Output                     string
-	OutputCut                  bool
-	OutputChunks, OutputTokens int
-	HasOutput                  bool
+	// Output is what the job's current attempt has written so far.
+	Output JobOutput
 }
 
 // BulkConfirm is the confirmation page of a bulk cancel or retry.
@@ -330,6 +331,8 @@ type Health struct {
 	WorkerSource string
 	LeaderID     string
 	Now          time.Time
+	// Flow is flow control: the models' governors, the orgs' shares and tokens per minute.
+	Flow HealthFlow
 }
 
 // NoWorkerBanner reports whether to warn that work waits and no worker is alive.

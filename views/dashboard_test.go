@@ -268,7 +268,7 @@ func TestJobsPagesStructure(t *testing.T) {
 
 func TestHealthPanel(t *testing.T) {
 	h := sampleHealth()
-	_, doc := render(t, HealthPage(page(RoleOperator), h))
+	_, doc := render(t, HealthPage(page(RoleOperator), h, nil))
 	findOne(t, doc, "", "data-banner", "no-worker")
 	findOne(t, doc, "", "data-banner", "past-due")
 	findOne(t, doc, "p", "id", "health-announce", "aria-live", "polite")
@@ -288,7 +288,7 @@ func TestHealthPanel(t *testing.T) {
 	}
 	findOne(t, doc, "tr", "data-error-kind", "timeout")
 	h.Due, h.PastDue, h.WorkerAlive = 0, 0, true
-	_, doc = render(t, HealthPanel(h))
+	_, doc = render(t, HealthPanel(h, "csrf-token"))
 	if len(findAll(doc, "", "data-banner", "*")) != 0 {
 		t.Error("banners shown with live workers and nothing past due")
 	}
@@ -361,10 +361,10 @@ func TestDashboardCSSCoversClasses(t *testing.T) {
 		JobsPage(page(RoleAdmin), JobsList{Rows: sampleJobs(), ShowOrg: true, Notice: &Notice{Tone: "error", Text: "x"}}),
 		JobDetailPage(page(RoleAdmin), JobDetail{Job: sampleJobs()[0], Chain: sampleJobs()}),
 		JobsBulkConfirmPage(page(RoleAdmin), BulkConfirm{Action: "retry", Count: 2, Cap: 1000}),
-		HealthPage(page(RoleAdmin), h),
+		HealthPage(page(RoleAdmin), h, nil),
 	}
 	h.WorkerAlive = true
-	comps = append(comps, HealthPanel(h))
+	comps = append(comps, HealthPanel(h, "csrf-token"))
 	classRE := regexp.MustCompile(`class="([^"]*)"`)
 	notSelector := regexp.MustCompile(`[^a-zA-Z0-9_-]`)
 	seen := map[string]bool{}

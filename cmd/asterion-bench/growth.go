@@ -52,11 +52,12 @@ type growthEnv struct {
 }
 
 // asterionEnv is the environment of every asterion process the bench starts. The bench's
-// clients all come from one address, with thousands of connections: the per-address cap is
-// lifted.
+// clients all come from one address, with thousands of connections, and its streams belong to
+// one user: the per-address and per-user caps are lifted.
 func asterionEnv(dbURL string) []string {
 	return append(os.Environ(), "DATABASE_URL="+dbURL, "ASTERION_ADMIN_PASSWORD="+benchPassword,
-		"ASTERION_SIM_LATENCY=0-0", "ASTERION_LOG_LEVEL=error", "ASTERION_WORKERS=10", "ASTERION_MAX_CONNS_PER_IP=100000")
+		"ASTERION_SIM_LATENCY=0-0", "ASTERION_LOG_LEVEL=error", "ASTERION_WORKERS=10", "ASTERION_MAX_CONNS_PER_IP=100000",
+		"ASTERION_MAX_STREAMS_PER_USER=10000")
 }
 
 // jobCounts reads queued and finished jobs from the trigger-kept counters.

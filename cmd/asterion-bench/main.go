@@ -60,9 +60,20 @@ type config struct {
 	streams, streamsBig, dashboards int
 	pageRequests                    int
 	pageSizes, growthSizes          string
+	// loadScale multiplies the counts (and the governed and fairness phases' durations) of the
+	// phases that start servers of their own; below 1 while developing them.
+	loadScale float64
 }
 
-const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission"
+// scaled is n times the load scale, at least 1.
+func (c config) scaled(n int) int { return max(1, int(float64(n)*c.loadScale)) }
+
+// scaledFor is d times the load scale.
+func (c config) scaledFor(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * c.loadScale)
+}
+
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness"
 
 // benchPassword is the password of the bench servers' first admin.
 const benchPassword = "bench-password-1"
@@ -110,6 +121,7 @@ func run() error {
 	flag.StringVar(&cfg.pageSizes, "page-sizes", "10000,100000,1000000", "database sizes of the pages phase (seeded prompts)")
 	flag.IntVar(&cfg.pageRequests, "page-requests", 200, "sequential requests per page and size in the pages phase")
 	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
+	flag.Float64Var(&cfg.loadScale, "load-scale", 1, "scale of the chunks, inflight, governed and fairness phases (below 1 while developing them)")
 	flag.Parse()
 	ctx := context.Background()
 	if err := cfg.checkNoWorker(); err != nil {
@@ -224,6 +236,7 @@ func run() error {
 		}
 	}
 	if cfg.narrowed() {
+		printOnlyRows(rep.Asterion)
 		return nil
 	}
 	return rep.write(cfg.out)

@@ -75,5 +75,44 @@ func (a asterionOnly) run(ctx context.Context, s *side) error {
 		s.Mission = &r
 		show("mission", r)
 	}
+	return a.runLoadPhases(ctx, s, show)
+}
+
+// runLoadPhases runs the phases that start a server of their own with settings of their own
+// (phaseserver.go): live output to many streams, thousands of calls in flight, a governed
+// provider limit, and a small org beside a large one's backlog.
+func (a asterionOnly) runLoadPhases(ctx context.Context, s *side, show func(string, any)) error {
+	if a.cfg.wants(a.cfg.phases, "chunks") {
+		r, err := runChunks(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("chunks phase: %w", err)
+		}
+		s.Chunks = &r
+		show("chunks", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "inflight") {
+		r, err := runInflight(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("inflight phase: %w", err)
+		}
+		s.Inflight = &r
+		show("inflight", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "governed") {
+		r, err := runGoverned(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("governed phase: %w", err)
+		}
+		s.Governed = &r
+		show("governed", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "fairness") {
+		r, err := runFairness(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("fairness phase: %w", err)
+		}
+		s.Fairness = &r
+		show("fairness", r)
+	}
 	return nil
 }

@@ -22,6 +22,10 @@ type side struct {
 	Pages      *pagesResult      `json:"pages,omitempty"`
 	Growth     *growthResult     `json:"growth,omitempty"`
 	Mission    *missionResult    `json:"mission,omitempty"`
+	Chunks     *chunksResult     `json:"chunks,omitempty"`
+	Inflight   *inflightResult   `json:"inflight,omitempty"`
+	Governed   *governedResult   `json:"governed,omitempty"`
+	Fairness   *fairnessResult   `json:"fairness,omitempty"`
 }
 
 type report struct {
@@ -70,4 +74,16 @@ func (r report) write(path string) error {
 	}
 	fmt.Print(sb.String())
 	return nil
+}
+
+// printOnlyRows prints the report rows of the Asterion-only phases a narrowed run measured,
+// which writes no report, so that its figures can be read in the report's own words.
+func printOnlyRows(a side) {
+	var sb strings.Builder
+	asterionRows(a, func(fig, av, _, _, target, how string) {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", fig, av, target, how)
+	})
+	if sb.Len() > 0 {
+		fmt.Print("| figure | asterion | target | how measured |\n|---|---|---|---|\n" + sb.String())
+	}
 }

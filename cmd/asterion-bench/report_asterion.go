@@ -88,6 +88,18 @@ func asterionRows(a side, row func(fig, av, bv, rt, target, how string)) {
 	if m := a.Mission; m != nil {
 		missionRows(m, only)
 	}
+	if c := a.Chunks; c != nil {
+		chunksRows(c, only)
+	}
+	if f := a.Inflight; f != nil {
+		inflightRows(f, only)
+	}
+	if g := a.Governed; g != nil {
+		governedRows(g, only)
+	}
+	if f := a.Fairness; f != nil {
+		fairnessRows(f, only)
+	}
 	if g := a.Growth; g != nil && len(g.Steps) > 0 {
 		n := len(g.Steps)
 		sizes := joinEach(n, func(i int) string { return sizeLabel(g.Steps[i].Size) })

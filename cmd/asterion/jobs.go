@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
@@ -40,6 +42,9 @@ type jobsSettings struct {
 	maxQueued  int
 	maxRunning int
 	submitRate float64
+	// tracer traces the service's submits, jobs and provider calls (nil: tracing off); the
+	// command sets it from OTEL_EXPORTER_OTLP_ENDPOINT.
+	tracer trace.TracerProvider
 }
 
 func (c *cli) jobsSettings() (jobsSettings, error) {
@@ -139,7 +144,8 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
 		Intake: intake.Config{Yield: st.intakeYield}, Output: out, Usage: meter, Governor: gov,
-		Models: st.models, OrgMaxQueued: st.maxQueued, OrgMaxRunning: st.maxRunning, SubmitRate: st.submitRate})
+		Models: st.models, OrgMaxQueued: st.maxQueued, OrgMaxRunning: st.maxRunning, SubmitRate: st.submitRate,
+		Tracer: st.tracer})
 	if err != nil {
 		return nil, err
 	}

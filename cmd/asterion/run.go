@@ -54,6 +54,8 @@ commands:
   org set-webhook NAME (--url URL [--secret-stdin] | --clear)   deliver an org's responses to a webhook
   org set-budget NAME (--tokens N --period day|month | --clear) cap an org's tokens per UTC day or month
   org set-weight NAME N                                         an org's weight in the fair share of workers
+  org pause NAME | org resume NAME                              hold an org's queued jobs, or let them run again
+  model pause MODEL | model resume MODEL                        hold every call to a model, or let them go again
   user create --org ORG --name NAME --role ROLE [--password-stdin]
   user disable NAME | user enable NAME                          stop or restore a user (disable ends its sessions)
   user set-password NAME --password-stdin                       replace a password (ends the user's sessions)
@@ -95,10 +97,18 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 		if len(rest) > 0 && rest[0] == "set-weight" {
 			return c.orgSetWeight(ctx, rest[1:])
 		}
+		if len(rest) > 0 && (rest[0] == "pause" || rest[0] == "resume") {
+			return c.orgPause(ctx, rest[0], rest[1:])
+		}
 		if len(rest) == 0 || rest[0] != "create" {
 			return usagef("usage: asterion org create NAME")
 		}
 		return c.orgCreate(ctx, rest[1:])
+	case "model":
+		if len(rest) == 0 || (rest[0] != "pause" && rest[0] != "resume") {
+			return usagef(modelPauseUsage)
+		}
+		return c.modelPause(ctx, rest[0], rest[1:])
 	case "user":
 		switch {
 		case len(rest) > 0 && rest[0] == "create":

@@ -17,6 +17,9 @@ import (
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/feed"
+	"asterion/jobs/flowctl"
+	"asterion/jobs/governor"
+	"asterion/telemetry"
 )
 
 // serve migrates, bootstraps the first admin, then serves HTTP until ctx ends.
@@ -49,7 +52,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	idCfg, ierr := c.identityConfig()
 	streams, sterr := c.streamConfig()
 	limits, lerr := httpLimits(c.getenv)
-	if err := errors.Join(verr, serr, ierr, sterr, lerr, validateAddr(*addr), validatePprofAddr(c.getenv("ASTERION_PPROF_ADDR"))); err != nil {
+	traces := telemetry.ConfigFromEnv(c.getenv)
+	if err := errors.Join(verr, serr, ierr, sterr, lerr, traces.Validate(), validateAddr(*addr), validatePprofAddr(c.getenv("ASTERION_PPROF_ADDR"))); err != nil {
 		return err
 	}
 	if *workers == 0 {
@@ -71,6 +75,13 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	defer cn.close()
 	log := cn.log
+	tracer, stopTracing, err := startTracing(ctx, traces, log)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: after the server and the workers have ended their spans.
+	defer stopTracing()
+	st.tracer = tracer
 	applied, err := cn.migrateUp(ctx)
 	if err != nil {
 		return err
@@ -136,9 +147,20 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if m := svc.Meter(); m != nil {
 		reg.MustRegister(newUsageCollector(m))
 	}
+	// The governor keeps its state in the database; this one only tells the health page which
+	// limits are configured.
+	gov, err := governor.New(governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm})
+	if err != nil {
+		return err
+	}
+	flow, err := flowctl.New(flowctl.Config{DB: cn.bun, Governor: gov})
+	if err != nil {
+		return err
+	}
 	srv := handlers.New(handlers.Deps{
 		Identity: ids,
 		Jobs:     svc,
+		Flow:     flow,
 		Hub:      hub,
 		Output:   outHub,
 		RiverUI:  riverUI,
@@ -147,6 +169,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		Version:  version,
 		Streams:  streams,
 		Limits:   limits,
+		Tracer:   tracer,
 		// Behind a TLS-terminating proxy the browser talks HTTPS: mark cookies Secure.
 		SecureCookies: c.getenv("ASTERION_SECURE_COOKIES") == "true",
 		Ready: func(ctx context.Context) error {

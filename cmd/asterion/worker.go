@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"asterion/telemetry"
 )
 
 // runWorker runs `asterion run-worker [--once] [--batch-size=N] [--priority-ceiling=N]`: a
@@ -29,7 +31,8 @@ func (c *cli) runWorker(ctx context.Context, args []string) error {
 		return usagef("run-worker: --priority-ceiling must be 0..100")
 	}
 	st, err := c.jobsSettings()
-	if err != nil {
+	traces := telemetry.ConfigFromEnv(c.getenv)
+	if err := errors.Join(err, traces.Validate()); err != nil {
 		return err
 	}
 	if *batch == 0 {
@@ -40,6 +43,12 @@ func (c *cli) runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
+	tracer, stopTracing, err := startTracing(ctx, traces, cn.log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	st.tracer = tracer
 	if _, err := cn.migrateUp(ctx); err != nil {
 		return err
 	}

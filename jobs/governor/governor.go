@@ -165,14 +165,7 @@ func (g *Governor) Observe(ctx context.Context, model string, o Observation) err
 
 // SetPaused pauses or resumes every call to model, for every process (an operator's action).
 func (g *Governor) SetPaused(ctx context.Context, model string, paused bool) error {
-	_, err := g.cfg.DB.NewInsert().Model(&ModelState{Model: model, OperatorPaused: paused}).
-		Column("model", "operator_paused").
-		On("CONFLICT (model) DO UPDATE").Set("operator_paused = EXCLUDED.operator_paused").Set("updated_at = now()").
-		Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("set model %s paused=%v: %w", model, paused, err)
-	}
-	return nil
+	return g.SetPausedIn(ctx, g.cfg.DB, model, paused)
 }
 
 // ModelState is one model's limiter as operators see it.

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // OpenAIName is the Name of the OpenAI-compatible provider.
@@ -196,6 +198,8 @@ func (o *OpenAI) complete(ctx context.Context, req Request) (Response, *Error) {
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "text/event-stream, application/json")
+	// The provider's spans join the call's trace when it has one (see Traced).
+	traceFormat.Inject(callCtx, propagation.HeaderCarrier(httpReq.Header))
 	if o.apiKey != "" {
 		httpReq.Header.Set("Authorization", "Bearer "+o.apiKey)
 	}

@@ -14,13 +14,21 @@ import (
 	"asterion/jobs/feed"
 )
 
+// lockedRead is what both lock statements read: the registry row, the transaction's clock and
+// what settle subscribers need of the operation's org (its webhook).
+const lockedRead = `SELECT operation.*, now() AS tx_now, true AS org_webhook_read,
+	(SELECT webhook_url FROM orgs WHERE orgs.id = operation.org_id) AS org_webhook_url
+	FROM sa_operation AS operation`
+
 // LockOperation locks a registry row and reads, in the same round trip, the transaction's
 // clock and what settle subscribers need of the operation's org (its webhook), so a hot
-// transaction that settles an operation needs no second read. Its one ? is the operation id;
-// a statement that locks the row of another row's operation joins it laterally.
-const LockOperation = `SELECT operation.*, now() AS tx_now, true AS org_webhook_read,
-	(SELECT webhook_url FROM orgs WHERE orgs.id = operation.org_id) AS org_webhook_url
-	FROM sa_operation AS operation WHERE operation.id = ? FOR UPDATE OF operation`
+// transaction that settles an operation needs no second read. Its one ? is the operation id.
+const LockOperation = lockedRead + ` WHERE operation.id = ? FOR UPDATE OF operation`
+
+// LockMovedOperation is LockOperation for a statement that locks the row of another row's
+// operation: it joins laterally (LEFT JOIN LATERAL (LockMovedOperation) AS op ON true) after a
+// CTE or table named moved whose operation_id names the row. It takes no argument.
+const LockMovedOperation = lockedRead + ` WHERE operation.id = moved.operation_id FOR UPDATE OF operation`
 
 // LockedColumns are the columns LockOperation reads beyond the row's own.
 var LockedColumns = []string{"tx_now", "org_webhook_read", "org_webhook_url"}

@@ -1,0 +1,100 @@
+package flowctl
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"asterion/jobs/governor"
+	"asterion/jobs/usage"
+)
+
+// maxOrgs bounds the org rows one read returns.
+const maxOrgs = 500
+
+// OrgFlow is one org as flow control sees it now.
+type OrgFlow struct {
+	OrgID int64
+	Org   string
+	// Running and Queued are its jobs in those states.
+	Running, Queued int64
+	// Weight is its weight in the fair share of running slots; Paused whether an operator
+	// paused its work.
+	Weight int
+	Paused bool
+	// Budget is its token budget (Tokens zero: none); Used what it recorded in the current
+	// period of the budget, which ends at Resets.
+	Budget usage.Budget
+	Used   int64
+	Resets time.Time
+}
+
+// orgFlowsSQL reads each org's share, budget, use in the budget's current period and running
+// and queued jobs (from the trigger-kept counters), for every org ($1 = 0) or one.
+const orgFlowsSQL = `WITH c AS (
+    SELECT org_id,
+           coalesce(sum(n) FILTER (WHERE state = 'running'), 0) AS running,
+           coalesce(sum(n) FILTER (WHERE state = 'queued'), 0) AS queued
+    FROM sa_job_count
+    WHERE state IN ('running', 'queued') AND ($1::bigint = 0 OR org_id = $1)
+    GROUP BY org_id
+)
+SELECT o.id, o.name, coalesce(c.running, 0), coalesce(c.queued, 0),
+       coalesce(s.weight, 1), coalesce(s.paused, false),
+       coalesce(b.tokens, 0), coalesce(b.period, ''),
+       coalesce((SELECT sum(u.tokens) FROM sa_usage_period u
+                 WHERE u.org_id = o.id AND u.period = b.period
+                   AND u.period_start = date_trunc(b.period, now(), 'UTC')), 0)
+FROM orgs o
+LEFT JOIN c ON c.org_id = o.id
+LEFT JOIN sa_org_share s ON s.org_id = o.id
+LEFT JOIN sa_org_budget b ON b.org_id = o.id
+WHERE $1::bigint = 0 OR o.id = $1
+ORDER BY o.name
+LIMIT $2`
+
+// Orgs returns the orgs v sees (an admin every org, an operator its own), by name.
+func (c *Control) Orgs(ctx context.Context, v Viewer) ([]OrgFlow, error) {
+	rows, err := c.cfg.DB.DB.QueryContext(ctx, orgFlowsSQL, orgScope(v), maxOrgs)
+	if err != nil {
+		return nil, fmt.Errorf("read the orgs' flow control: %w", err)
+	}
+	defer rows.Close()
+	now := time.Now()
+	var out []OrgFlow
+	for rows.Next() {
+		var (
+			o      OrgFlow
+			period string
+		)
+		if err := rows.Scan(&o.OrgID, &o.Org, &o.Running, &o.Queued, &o.Weight, &o.Paused, &o.Budget.Tokens, &period,
+			&o.Used); err != nil {
+			return nil, fmt.Errorf("read the orgs' flow control: %w", err)
+		}
+		if o.Budget.Tokens > 0 {
+			p, err := usage.ParsePeriod(period)
+			if err != nil {
+				return nil, err
+			}
+			o.Budget.Period = p
+			_, o.Resets = p.Bounds(now)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the orgs' flow control: %w", err)
+	}
+	return out, nil
+}
+
+// Models returns every model the governor has seen, with the limits in force. Models are the
+// provider account's, shared by every org, so every operator may see them.
+func (c *Control) Models(ctx context.Context) ([]governor.State, error) {
+	return c.cfg.Governor.States(ctx)
+}
+
+// PerMinute returns the usage per minute and model of the attempts v sees (an admin every
+// org's, an operator its org's) that finished at or after since.
+func (c *Control) PerMinute(ctx context.Context, v Viewer, since time.Time) ([]usage.MinuteUsage, error) {
+	return usage.PerMinute(ctx, c.cfg.DB, since, orgScope(v))
+}

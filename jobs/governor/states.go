@@ -1,0 +1,78 @@
+package governor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Where a limit in force comes from.
+const (
+	// SourceConfigured: the deployment set it (ASTERION_PROVIDER_RPM or _TPM).
+	SourceConfigured = "configured"
+	// SourceLearned: the provider reported it in its rate-limit headers.
+	SourceLearned = "learned"
+	// SourceNone: no limit is known, so none is kept.
+	SourceNone = "none"
+)
+
+// State is one model's limiter as operators see it: the limits in force and where they come
+// from, and whether calls are held by a provider's pause or an operator's.
+type State struct {
+	ModelState
+	// RPM and TPM are the limits in force (zero: none); RPMSource and TPMSource say where
+	// they come from.
+	RPM, TPM             int
+	RPMSource, TPMSource string
+	// Now is the database's clock at the read, against which PausedUntil is judged.
+	Now time.Time
+}
+
+// ProviderPaused reports whether a provider's Retry-After (or an exhausted limit) still holds
+// every call to the model.
+func (s State) ProviderPaused() bool { return s.PausedUntil != nil && s.PausedUntil.After(s.Now) }
+
+func limitSource(configured, learned int) (int, string) {
+	switch {
+	case configured > 0:
+		return configured, SourceConfigured
+	case learned > 0:
+		return learned, SourceLearned
+	}
+	return 0, SourceNone
+}
+
+// States returns every model the governor has seen, by name, with the limits in force.
+func (g *Governor) States(ctx context.Context) ([]State, error) {
+	var now time.Time
+	if err := g.cfg.DB.NewSelect().ColumnExpr("clock_timestamp()").Scan(ctx, &now); err != nil {
+		return nil, fmt.Errorf("read the database clock: %w", err)
+	}
+	models, err := g.Models(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]State, len(models))
+	for i, m := range models {
+		st := State{ModelState: m, Now: now}
+		st.RPM, st.RPMSource = limitSource(g.cfg.RPM, m.LearnedRPM)
+		st.TPM, st.TPMSource = limitSource(g.cfg.TPM, m.LearnedTPM)
+		out[i] = st
+	}
+	return out, nil
+}
+
+// SetPausedIn is SetPaused inside the caller's transaction (idb), so that an operator's pause
+// and its audit row commit together.
+func (g *Governor) SetPausedIn(ctx context.Context, idb bun.IDB, model string, paused bool) error {
+	_, err := idb.NewInsert().Model(&ModelState{Model: model, OperatorPaused: paused}).
+		Column("model", "operator_paused").
+		On("CONFLICT (model) DO UPDATE").Set("operator_paused = EXCLUDED.operator_paused").Set("updated_at = now()").
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("set model %s paused=%v: %w", model, paused, err)
+	}
+	return nil
+}

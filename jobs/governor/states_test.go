@@ -1,0 +1,45 @@
+package governor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"asterion/db/dbtest"
+	"asterion/jobs/governor"
+	"asterion/jobs/provider"
+)
+
+// TestStatesShowLimitsAndPauses: the operator's view of each model says which limit holds and
+// where it comes from, and whether a provider's Retry-After or an operator holds the calls.
+func TestStatesShowLimitsAndPauses(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	g := newGovernor(t, d, governor.Config{RPM: 90})
+	if err := g.Observe(ctx, "a", governor.Observation{Limits: provider.Limits{HasLimitRequests: true, LimitRequests: 60,
+		HasLimitTokens: true, LimitTokens: 40000}, RateLimited: true, RetryAfter: 30 * time.Second, HasRetryAfter: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetPaused(ctx, "b", true); err != nil {
+		t.Fatal(err)
+	}
+	states, err := g.States(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 2 {
+		t.Fatalf("states %+v, want a and b", states)
+	}
+	a, b := states[0], states[1]
+	if a.Model != "a" || a.RPM != 90 || a.RPMSource != governor.SourceConfigured || a.TPM != 40000 ||
+		a.TPMSource != governor.SourceLearned || !a.ProviderPaused() || a.OperatorPaused || a.Limited != 1 {
+		t.Errorf("a: %+v", a)
+	}
+	if left := a.PausedUntil.Sub(a.Now); left < 25*time.Second || left > 30*time.Second {
+		t.Errorf("a paused for %v more, want about 30 s", left)
+	}
+	if b.Model != "b" || !b.OperatorPaused || b.ProviderPaused() || b.TPMSource != governor.SourceNone || b.TPM != 0 {
+		t.Errorf("b: %+v", b)
+	}
+}
