@@ -173,10 +173,14 @@ func (s *Server) submitChain(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusCreated).JSON(toChainJSON(d))
 	}
 	h := out.Operation
+	op, retry, err := s.acceptedHandle(c.UserContext(), h)
+	if err != nil {
+		return err
+	}
 	c.Set(fiber.HeaderLocation, h.StatusHref)
-	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(h.RetryAfterSeconds))
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{
-		"chain_id": out.Chain.ID, "state": out.Chain.State, "chain_href": chainHref, "operation": h,
+		"chain_id": out.Chain.ID, "state": out.Chain.State, "chain_href": chainHref, "operation": op,
 	})
 }
 

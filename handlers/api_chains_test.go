@@ -399,8 +399,14 @@ func TestRegistryClampsAndDeterministicIDsThroughAPI(t *testing.T) {
 		if got := ttlOf(a.handle); got != tc.want {
 			t.Errorf("ttl_seconds %v: TTL %s, want %s", tc.ttl, got, tc.want)
 		}
-		if a.handle["retry_after_seconds"] != float64(jobs.DefaultRetryAfterSeconds) {
-			t.Errorf("retry_after_seconds %v", a.handle["retry_after_seconds"])
+		// The hint follows the server's estimate when it has one (CONTRACT.md "Scheduling and
+		// waiting"), else it is the kind's default.
+		wantRetry := float64(jobs.DefaultRetryAfterSeconds)
+		if eta, ok := a.handle["eta_seconds"].(float64); ok {
+			wantRetry = min(max(eta, 1), 60)
+		}
+		if a.handle["retry_after_seconds"] != wantRetry {
+			t.Errorf("retry_after_seconds %v, eta_seconds %v", a.handle["retry_after_seconds"], a.handle["eta_seconds"])
 		}
 		want := deferred.OperationID(chain.Kind, chain.OwnerName, map[string]string{"chain_id": a.ChainID}, "")
 		if a.handle["operation_id"] != want.String() {

@@ -123,9 +123,13 @@ func (s *Server) retryJob(c *fiber.Ctx) error {
 	if err != nil {
 		return s.jobsError(c, err)
 	}
+	op, retry, err := s.acceptedHandle(c.UserContext(), out.Operation)
+	if err != nil {
+		return err
+	}
 	c.Set(fiber.HeaderLocation, out.Operation.StatusHref)
-	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(out.Operation.RetryAfterSeconds))
-	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"job": toJobJSON(out.Job), "operation": out.Operation})
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
+	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"job": toJobJSON(out.Job), "operation": op})
 }
 
 // queueMetrics is GET /sa-core/v1/metrics/queue?window=1h (operators; admins see every org).

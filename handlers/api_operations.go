@@ -138,14 +138,6 @@ func brokenAt(i int) *int {
 	return &i
 }
 
-// writeStatus answers a status document, with Retry-After while it is not terminal.
-func writeStatus(c *fiber.Ctx, doc deferred.StatusDoc) error {
-	if !doc.Terminal() {
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(doc.RetryAfterSeconds))
-	}
-	return c.JSON(doc)
-}
-
 // operationStatus is GET …/{id}/status.
 func (s *Server) operationStatus(c *fiber.Ctx) error {
 	id, ok := pathUUID(c, "id")
@@ -175,24 +167,7 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 			c.Set("Preference-Applied", "wait="+strconv.Itoa(wait))
 		}
 	}
-	if next == nil {
-		return writeStatus(c, doc)
-	}
-	// A superseded operation points at the one that replaced it, in the document and as a
-	// Link, so a client holding the old handle can follow the retry.
-	href := deferred.StatusHref(*next)
-	c.Set(fiber.HeaderLink, "<"+href+`>; rel="successor"`)
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return err
-	}
-	succ, _ := json.Marshal(map[string]string{"operation_id": next.String(), "status_href": href})
-	fields["superseded_by"] = succ
-	return c.JSON(fields)
+	return s.writeStatus(c, doc, next)
 }
 
 // pollOperation is POST …/{id}/poll: poll the owning runtime now.
@@ -205,7 +180,7 @@ func (s *Server) pollOperation(c *fiber.Ctx) error {
 	if err != nil {
 		return s.operationError(c, err)
 	}
-	return writeStatus(c, doc)
+	return s.writeStatus(c, doc, nil)
 }
 
 // cancelOperation is POST …/{id}/cancel: 200 with the status, or 409 with the reason.
@@ -219,7 +194,7 @@ func (s *Server) cancelOperation(c *fiber.Ctx) error {
 	if err != nil {
 		return s.operationError(c, err)
 	}
-	return writeStatus(c, doc)
+	return s.writeStatus(c, doc, nil)
 }
 
 // operationError maps registry errors; a refused cancel carries cancel/unavailable-reason.

@@ -67,7 +67,12 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 			return c.Status(fiber.StatusOK).JSON(body)
 		}
 	}
-	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(h.RetryAfterSeconds))
+	op, retry, err := s.acceptedHandle(c.UserContext(), h)
+	if err != nil {
+		return err
+	}
+	body["operation"] = op
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
 	return c.Status(fiber.StatusAccepted).JSON(body)
 }
 

@@ -26,7 +26,10 @@ type jobsQuery struct {
 func (s *Server) parseJobsQuery(ctx context.Context, p identity.Principal, get func(string) string, now time.Time) jobsQuery {
 	q := jobsQuery{errs: map[string]string{}}
 	q.filter.Limit = dashPageSize
-	if v := strings.TrimSpace(get("state")); v != "" {
+	if v := strings.TrimSpace(get("state")); v == views.JobsScheduled {
+		// Not a state of its own: queued jobs still waiting for their scheduled_for.
+		q.view.State, q.filter.State, q.filter.Scheduled = v, jobs.StateQueued, true
+	} else if v != "" {
 		if st, err := jobs.ParseState(v); err != nil {
 			q.errs["state"] = "not a job state"
 		} else {
@@ -65,7 +68,8 @@ func (q jobsQuery) matches(j db.Job) bool {
 	switch {
 	case f.State != "" && j.State != string(f.State),
 		f.OrgID != 0 && j.OrgID != f.OrgID,
-		f.Since != nil && j.CreatedAt.Before(*f.Since):
+		f.Since != nil && j.CreatedAt.Before(*f.Since),
+		f.Scheduled && (j.ScheduledFor == nil || !j.ScheduledFor.After(time.Now())):
 		return false
 	}
 	return true

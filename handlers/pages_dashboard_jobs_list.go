@@ -37,6 +37,10 @@ func jobRowOf(j db.Job, orgs, users map[int64]string) views.JobRow {
 	if j.Supersedes != nil {
 		r.Supersedes = j.Supersedes.String()
 	}
+	if j.ScheduledFor != nil {
+		at := *j.ScheduledFor
+		r.ScheduledFor = &at
+	}
 	return r
 }
 

@@ -109,6 +109,11 @@ func (s *Server) missionSubmit(c *fiber.Ctx) error {
 		}
 		req.ParentID = &id
 	}
+	if at, msg := runAt(c.FormValue("run_at"), c.FormValue("run_at_offset")); msg != "" {
+		fields["run_at"] = msg
+	} else {
+		req.ScheduledFor = at
+	}
 	var (
 		out jobs.Submitted
 		err error
@@ -151,15 +156,68 @@ func (s *Server) missionSubmit(c *fiber.Ctx) error {
 	if req.ParentID != nil {
 		drop.ParentID = req.ParentID.String()
 	}
+	eta, ok, err := s.deps.Jobs.ETAs().Job(c.UserContext(), out.JobID)
+	if err != nil {
+		return err
+	}
+	if ok {
+		withETA(&drop, eta)
+	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Status(fiber.StatusAccepted)
 	return render(c, views.MissionSubmitted(drop, csrfOf(c)))
 }
 
+// runAt reads the compose bar's run-at time: a datetime-local value (the reader's wall clock,
+// no zone) and the zone's offset at that date in minutes west of UTC, as JavaScript's
+// getTimezoneOffset gives it (empty: the value is UTC). Empty means at once; a value that is
+// not a time, or an offset that is no zone's, is a message for the field.
+func runAt(value, offset string) (*time.Time, string) {
+	value = strings.TrimSpace(value)
+	if value == "" {
+		return nil, ""
+	}
+	var local time.Time
+	var err error
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02T15:04:05.999"} {
+		if local, err = time.Parse(layout, value); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, "must be a date and time"
+	}
+	mins := 0
+	if o := strings.TrimSpace(offset); o != "" {
+		n, err := strconv.Atoi(o)
+		if err != nil || n < -14*60 || n > 14*60 {
+			return nil, "came with a time zone offset that is no time zone's"
+		}
+		mins = n
+	}
+	at := local.Add(time.Duration(mins) * time.Minute)
+	return &at, ""
+}
+
+// withETA shows the estimate on a queued drop: when it is scheduled for, or when it should
+// start.
+func withETA(d *views.MissionDrop, eta jobs.ETA) {
+	if d.State != string(jobs.StateQueued) || !eta.Starts {
+		return
+	}
+	if eta.ScheduledFor != nil {
+		at := *eta.ScheduledFor
+		d.ScheduledFor = &at
+		return
+	}
+	secs := eta.Seconds
+	d.StartsIn = &secs
+}
+
 // composeMessage turns field errors into one sentence for the compose bar.
 func composeMessage(fields map[string]string) string {
 	names := map[string]string{"prompt": "The prompt", "priority": "The priority", "parent_id": "The drop to continue from",
-		"max_attempts": "Max attempts"}
+		"max_attempts": "Max attempts", "run_at": "The run-at time", "scheduled_for": "The run-at time"}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)

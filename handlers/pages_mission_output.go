@@ -31,6 +31,19 @@ func (s *Server) missionRendered(ctx context.Context, items []jobs.MissionItem) 
 	if err != nil {
 		return missionRender{}, err
 	}
+	// One estimate read for every queued drop of the rendering, none when no drop is queued.
+	var queued []uuid.UUID
+	for _, it := range items {
+		if it.Job.State == string(jobs.StateQueued) {
+			queued = append(queued, it.Job.ID)
+		}
+	}
+	var etas map[uuid.UUID]jobs.ETA
+	if len(queued) > 0 {
+		if etas, err = s.deps.Jobs.ETAs().Jobs(ctx, queued); err != nil {
+			return missionRender{}, err
+		}
+	}
 	drops := make([]views.MissionDrop, len(items))
 	for i, it := range items {
 		var out *db.OutputHead
@@ -38,6 +51,9 @@ func (s *Server) missionRendered(ctx context.Context, items []jobs.MissionItem) 
 			out = &h
 		}
 		drops[i] = missionDropOf(it, out)
+		if eta, ok := etas[it.Job.ID]; ok {
+			withETA(&drops[i], eta)
+		}
 	}
 	return missionRender{drops: drops, items: items, heads: heads}, nil
 }

@@ -13,10 +13,12 @@ import (
 	"asterion/jobs"
 )
 
-// promptQueries counts the queries bun runs that read prompts or jobs.
+// promptQueries counts the queries bun runs that read prompts or jobs, and apart from them
+// those of the ETA estimator (its place read names asterion_river_band; its rate sample, at most
+// once a second, counts the last minute's finishes).
 type promptQueries struct {
-	mu sync.Mutex
-	n  int
+	mu     sync.Mutex
+	n, eta int
 }
 
 func (q *promptQueries) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
@@ -24,11 +26,23 @@ func (q *promptQueries) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) cont
 }
 
 func (q *promptQueries) AfterQuery(_ context.Context, ev *bun.QueryEvent) {
-	if strings.Contains(ev.Query, "sa_entity") || strings.Contains(ev.Query, "sa_job") {
-		q.mu.Lock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case strings.Contains(ev.Query, "asterion_river_band") || strings.Contains(ev.Query, "interval '60 seconds'") ||
+		strings.Contains(ev.Query, "sa_job_count"):
+		q.eta++
+	case strings.Contains(ev.Query, "sa_entity") || strings.Contains(ev.Query, "sa_job"):
 		q.n++
-		q.mu.Unlock()
 	}
+}
+
+func (q *promptQueries) takeETA() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.eta
+	q.eta = 0
+	return n
 }
 
 func (q *promptQueries) take() int {
@@ -67,10 +81,15 @@ func TestMissionPageAndDropsReadTheNewest200Once(t *testing.T) {
 	e.db.Bun.AddQueryHook(qc)
 	for _, path := range []string{"/mission", "/mission/drops", "/mission/drops?since=1970-01-01T00:00:00Z"} {
 		qc.take()
+		qc.takeETA()
 		resp, body := b.do(t, get(path))
 		wantHTML(t, resp, body, http.StatusOK)
 		if n := qc.take(); n != 1 {
 			t.Errorf("%s read prompts and jobs in %d queries, want 1", path, n)
+		}
+		// The estimates of all 200 queued drops: one place read and at most one rate sample.
+		if n := qc.takeETA(); n < 1 || n > 2 {
+			t.Errorf("%s read the estimates in %d queries, want one for the field (and one rate sample)", path, n)
 		}
 		tags := dropTags(body)
 		if len(tags) != 200 {

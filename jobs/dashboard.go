@@ -129,6 +129,7 @@ func (s *Reads) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states []
 	if f.Since != nil {
 		q = q.Where("job.created_at >= ?", *f.Since)
 	}
+	q = f.scheduledWhere(q)
 	var ids []uuid.UUID
 	if err := q.OrderExpr("job.created_at DESC, job.id DESC").Limit(limit).Scan(ctx, &ids); err != nil {
 		return nil, fmt.Errorf("select jobs for a bulk action: %w", err)

@@ -16,4 +16,9 @@ type Reads struct {
 	reg *registry.Registry
 	// meter reads the usage of jobs; nil when none is configured.
 	meter *usage.Meter
+	// eta estimates when queued jobs start and running ones end.
+	eta *Estimator
 }
+
+// ETAs returns the estimator of when jobs start and end.
+func (s *Reads) ETAs() *Estimator { return s.eta }

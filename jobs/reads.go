@@ -47,6 +47,18 @@ type JobFilter struct {
 	Since  *time.Time
 	Limit  int
 	Cursor string
+	// Scheduled keeps only the queued jobs whose scheduled_for is still ahead: prompts
+	// waiting for the time they asked to run at.
+	Scheduled bool
+}
+
+// scheduledWhere narrows q to f's scheduled jobs when it asks for them (the partial index
+// idx_job_scheduled holds exactly the queued jobs with a scheduled_for).
+func (f JobFilter) scheduledWhere(q *bun.SelectQuery) *bun.SelectQuery {
+	if !f.Scheduled {
+		return q
+	}
+	return q.Where("job.state = 'queued' AND job.scheduled_for IS NOT NULL AND job.scheduled_for > now()")
 }
 
 // ErrBadCursor reports a pagination cursor that was not made by ListJobs.
@@ -92,6 +104,7 @@ func (s *Reads) ListJobs(ctx context.Context, v Viewer, f JobFilter) ([]db.Job, 
 	if f.Since != nil {
 		q = q.Where("job.created_at >= ?", *f.Since)
 	}
+	q = f.scheduledWhere(q)
 	if f.Cursor != "" {
 		t, id, err := decodeCursor(f.Cursor)
 		if err != nil {

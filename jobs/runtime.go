@@ -53,6 +53,8 @@ type Runtime struct {
 	client *river.Client[pgx.Tx]
 	worker *Worker
 	id     string
+	// counted says its workers are counted in the service's ETA capacity (while started).
+	counted atomic.Bool
 }
 
 // NewRuntime validates cfg and builds the River worker client.
@@ -162,12 +164,18 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.client.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
+	if !r.counted.Swap(true) {
+		r.svc.eta.AddWorkers(r.cfg.Workers)
+	}
 	return nil
 }
 
 // Stop lets running jobs finish for up to grace, then cancels them; a cancelled job is
 // re-queued at once by its worker (see finishFailure), so nothing waits for a reclaim.
 func (r *Runtime) Stop(ctx context.Context, grace time.Duration) error {
+	if r.counted.Swap(false) {
+		r.svc.eta.AddWorkers(-r.cfg.Workers)
+	}
 	sctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if err := r.client.Stop(sctx); err == nil {

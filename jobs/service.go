@@ -176,7 +176,15 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg, meter: cfg.Usage}, Operations: &Operations{reg: reg},
+	rpm := 0
+	if cfg.Governor != nil {
+		rpm = cfg.Governor.RPM(governor.ModelState{})
+	}
+	eta, err := NewEstimator(ETAConfig{DB: cfg.DB, OrgMaxRunning: cfg.OrgMaxRunning, ProviderRPM: rpm})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg, meter: cfg.Usage, eta: eta}, Operations: &Operations{reg: reg},
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
 		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger), rate: newSubmitRate(cfg.SubmitRate, cfg.Now)}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}

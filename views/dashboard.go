@@ -158,6 +158,8 @@ type JobRow struct {
 	StartedAt   *time.Time
 	FinishedAt  *time.Time
 	UpdatedAt   time.Time
+	// ScheduledFor is the time a scheduled prompt asked to run at (nil for any other job).
+	ScheduledFor *time.Time
 	// Stale marks a row that changed since it was listed and no longer matches the filter.
 	Stale bool
 	// Current marks the job a detail page is about, in a supersede chain.
@@ -479,10 +481,14 @@ var opStatusOptions = []Option{
 	{"unknown", "unknown"},
 }
 
-// jobStateOptions are the job states of the filter.
+// JobsScheduled is the state filter's value for queued jobs still waiting for the time they
+// were scheduled for.
+const JobsScheduled = "scheduled"
+
+// jobStateOptions are the job states of the filter, and the scheduled ones among the queued.
 var jobStateOptions = []Option{
-	{"", "Any state"}, {"queued", "queued"}, {"running", "running"}, {"succeeded", "succeeded"},
-	{"failed", "failed"}, {"cancelled", "cancelled"}, {"superseded", "superseded"},
+	{"", "Any state"}, {"queued", "queued"}, {JobsScheduled, "queued, scheduled ahead"}, {"running", "running"},
+	{"succeeded", "succeeded"}, {"failed", "failed"}, {"cancelled", "cancelled"}, {"superseded", "superseded"},
 }
 
 func withAny(label string, opts []Option) []Option {

@@ -52,6 +52,11 @@ type MissionDrop struct {
 	// Markup, when not empty, is the drop as MissionDropView rendered it before (at Depth, not
 	// out of band, with the page's CSRF token): the field writes it as it is.
 	Markup string
+	// ScheduledFor is the time a queued, scheduled prompt waits for; nil for any other drop.
+	ScheduledFor *time.Time
+	// StartsIn is the server's estimate, in seconds, of when a queued drop starts; nil when
+	// there is none (the drop is not queued).
+	StartsIn *int
 }
 
 // MissionResponse is the answer of a settled drop.
@@ -196,6 +201,23 @@ func dropStateLabel(state string) string {
 	}
 	return "Unknown"
 }
+
+// startsIn says when a queued drop should start, in round words.
+func startsIn(secs int) string {
+	switch {
+	case secs <= 1:
+		return "starting now"
+	case secs < 60:
+		return "starts in about " + strconv.Itoa(secs) + " s"
+	case secs < 3600:
+		return "starts in about " + strconv.Itoa((secs+30)/60) + " min"
+	}
+	return "starts in about " + strconv.Itoa((secs+1800)/3600) + " h"
+}
+
+// clock is a time of day as the drop shows it before the page's script puts it in the
+// reader's own time zone.
+func clock(t time.Time) string { return t.UTC().Format("15:04") + " UTC" }
 
 // OutputID is the id of a drop's output element: live output is appended to it by id.
 func OutputID(jobID string) string { return "out-" + jobID }

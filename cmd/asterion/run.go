@@ -65,6 +65,7 @@ commands:
   session revoke --user NAME                                    sign a user out of every browser
   run-worker [--once] [--batch-size=N] [--priority-ceiling=N]   a worker process only
   prompt run TEXT                                               run one prompt in-process and print the answer
+  prompt submit [--user N] [--priority N] [--at TIME] TEXT      queue a prompt (--at RFC 3339 or +10m: run it then)
   list-jobs [--state=] [--org=] [--since=] [--limit=N]          list jobs, newest first
   job-details ID | cancel-job ID | retry-job ID                 inspect or act on one job
   queue-metrics [--window=1h]                                   counts by state, per-org latency and errors
@@ -134,10 +135,13 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 	case "run-worker":
 		return c.runWorker(ctx, rest)
 	case "prompt":
-		if len(rest) == 0 || rest[0] != "run" {
-			return usagef("usage: asterion prompt run TEXT")
+		switch {
+		case len(rest) > 0 && rest[0] == "run":
+			return c.promptRun(ctx, rest[1:])
+		case len(rest) > 0 && rest[0] == "submit":
+			return c.promptSubmit(ctx, rest[1:])
 		}
-		return c.promptRun(ctx, rest[1:])
+		return usagef("usage: asterion prompt run|submit TEXT (run asterion help)")
 	case "list-jobs":
 		return c.listJobs(ctx, rest)
 	case "job-details":

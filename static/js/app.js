@@ -6,6 +6,10 @@
 //   and is refreshed every 30 s and whenever htmx adds content.
 // - Elements whose hx-trigger names asterion:poll are polled every 2 s while their page says so
 //   (see the end).
+// - <input type="datetime-local" data-offset-field="NAME"> keeps the hidden input NAME of its
+//   form at the time zone offset (minutes west of UTC) of the chosen date, so the server reads
+//   the wall-clock value in the reader's zone; <time datetime="..." data-clock> shows HH:MM in
+//   the reader's zone.
 (function () {
   "use strict";
 
@@ -74,12 +78,52 @@
     }
   }
 
+  function two(n) { return n < 10 ? "0" + n : "" + n; }
+
+  function renderClocks(root) {
+    var els = (root || document).querySelectorAll("time[data-clock][datetime]");
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i];
+      var date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date)) continue;
+      if (!el.title) el.title = el.getAttribute("datetime");
+      var text = two(date.getHours()) + ":" + two(date.getMinutes());
+      if (el.textContent !== text) el.textContent = text;
+    }
+  }
+
+  function setOffset(input) {
+    var name = input.getAttribute("data-offset-field");
+    var field = input.form && input.form.elements[name];
+    if (!field) return;
+    // new Date("YYYY-MM-DDTHH:MM") is that wall-clock time in the reader's zone, so its offset
+    // is the one in force at that date (summer time included).
+    var date = input.value ? new Date(input.value) : new Date();
+    field.value = isNaN(date) ? "" : String(date.getTimezoneOffset());
+  }
+
+  function initOffsets(root) {
+    var els = (root || document).querySelectorAll("input[data-offset-field]");
+    for (var i = 0; i < els.length; i++) setOffset(els[i]);
+  }
+
+  document.addEventListener("input", function (ev) {
+    if (ev.target.matches && ev.target.matches("input[data-offset-field]")) setOffset(ev.target);
+  });
+  document.addEventListener("change", function (ev) {
+    if (ev.target.matches && ev.target.matches("input[data-offset-field]")) setOffset(ev.target);
+  });
+
   renderTimes(document);
+  renderClocks(document);
+  initOffsets(document);
   setInterval(function () { renderTimes(document); }, 30000);
   document.addEventListener("htmx:load", function (ev) {
     // The parent, so that a swapped-in <time> itself is found too.
     var elt = ev.detail && ev.detail.elt;
-    renderTimes(elt && elt.parentNode && elt.parentNode.querySelectorAll ? elt.parentNode : document);
+    var root = elt && elt.parentNode && elt.parentNode.querySelectorAll ? elt.parentNode : document;
+    renderTimes(root);
+    renderClocks(root);
   });
 
   // Polling fallback without eval (the Content-Security-Policy refuses it, so htmx trigger

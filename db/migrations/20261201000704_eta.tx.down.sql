@@ -1,0 +1,4 @@
+DROP INDEX idx_job_scheduled;
+DROP INDEX idx_job_finished;
+DROP INDEX idx_job_queued_band;
+DROP FUNCTION asterion_river_band(SMALLINT);
