@@ -1,0 +1,3 @@
+DROP INDEX idx_job_running_org;
+DROP INDEX idx_job_queued_org;
+DROP INDEX idx_job_vehicle;
