@@ -76,17 +76,6 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 		}
 		switch State(job.State) {
 		case StateQueued:
-			paused, err := orgPaused(ctx, tx, job.OrgID)
-			if err != nil {
-				return err
-			}
-			if paused {
-				if _, err := tx.Tx.ExecContext(ctx, markWaitingSQL, job.ID, WaitingOrgPaused); err != nil {
-					return fmt.Errorf("say job %s waits for its paused org: %w", job.ID, err)
-				}
-				res = claimResult{outcome: claimWait, wait: orgPausedRecheck, reason: "the org is paused"}
-				return nil
-			}
 		case StateRunning:
 			now, err := txNow(ctx, tx)
 			if err != nil {
@@ -111,6 +100,18 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			job = requeued
 		default:
 			res = claimResult{outcome: claimDrop, job: job, reason: "job is " + job.State}
+			return nil
+		}
+		// A paused org's job stays queued (the claim's condition would refuse it anyway).
+		paused, err := orgPaused(ctx, tx, job.OrgID)
+		if err != nil {
+			return err
+		}
+		if paused {
+			if _, err := tx.Tx.ExecContext(ctx, markWaitingSQL, job.ID, WaitingOrgPaused); err != nil {
+				return fmt.Errorf("say job %s waits for its paused org: %w", job.ID, err)
+			}
+			res = claimResult{outcome: claimWait, wait: orgPausedRecheck, reason: "the org is paused"}
 			return nil
 		}
 		b := relaxedCommit(tx)

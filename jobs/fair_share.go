@@ -67,8 +67,10 @@ const orgPausedRecheck = 3 * time.Second
 const vehicleJobSQL = `SELECT j.id, j.org_id, j.state, j.priority, j.created_at,
     coalesce(s.weight, 1) AS weight, coalesce(s.paused, false) AS paused,
     (SELECT count(*) FROM sa_job AS r WHERE r.org_id = j.org_id AND r.state = 'running') AS running,
-    (EXISTS (SELECT 1 FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id < j.org_id)
-     OR EXISTS (SELECT 1 FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id > j.org_id)) AS others,
+    ((SELECT o.org_id FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id < j.org_id
+      ORDER BY o.org_id DESC, o.priority DESC, o.created_at DESC LIMIT 1) IS NOT NULL
+     OR (SELECT o.org_id FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id > j.org_id
+      ORDER BY o.org_id, o.priority, o.created_at LIMIT 1) IS NOT NULL) AS others,
     EXISTS (SELECT 1 FROM sa_job AS b JOIN river_job AS v ON v.id = b.river_job_id
         WHERE b.id = ANY (ARRAY(SELECT a.id FROM sa_job AS a
                 WHERE a.state = 'queued' AND a.org_id = j.org_id AND a.priority >= $3

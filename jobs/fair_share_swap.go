@@ -24,10 +24,10 @@ WHERE river_job_id = $1 AND state IN ('queued', 'running') LIMIT 1 FOR UPDATE`
 // index descent per org, however long its backlog), with each one's weight, pause and running
 // jobs.
 const queuedOrgsSQL = `WITH RECURSIVE queued (org_id) AS (
-    (SELECT org_id FROM sa_job WHERE state = 'queued' ORDER BY org_id LIMIT 1)
+    (SELECT org_id FROM sa_job WHERE state = 'queued' ORDER BY org_id, priority, created_at LIMIT 1)
   UNION ALL
     SELECT (SELECT j.org_id FROM sa_job AS j WHERE j.state = 'queued' AND j.org_id > q.org_id
-            ORDER BY j.org_id LIMIT 1)
+            ORDER BY j.org_id, j.priority, j.created_at LIMIT 1)
     FROM queued AS q WHERE q.org_id IS NOT NULL
 )
 SELECT q.org_id, coalesce(s.weight, 1), coalesce(s.paused, false),
@@ -56,15 +56,17 @@ const dispatchLock int64 = 0x6469737061746368
 // (River's fetch skips locked rows); a row another transaction holds is skipped, never waited
 // for. Only the org's first 64 queued jobs of the band are looked at: a job beyond them still
 // runs on its own vehicle.
-const candidateSQL = `SELECT j.id, j.river_job_id FROM sa_job AS j JOIN river_job AS v ON v.id = j.river_job_id
-WHERE j.id = ANY (ARRAY(SELECT a.id FROM sa_job AS a
-        WHERE a.state = 'queued' AND a.org_id = $1 AND a.priority >= $2 AND a.priority <= $3
-          AND (a.org_id, a.priority, a.created_at) < ($1::bigint, $4::int, $5::timestamptz)
-        ORDER BY a.org_id, a.priority, a.created_at LIMIT 64))
-  AND j.state = 'queued' AND j.org_id = $1 AND j.scheduled_at <= now()
-  AND j.waiting_for IS DISTINCT FROM 'provider_capacity'
+const candidateSQL = `WITH head AS MATERIALIZED (
+    SELECT a.id, a.priority, a.created_at FROM sa_job AS a
+    WHERE a.state = 'queued' AND a.org_id = $1 AND a.priority >= $2 AND a.priority <= $3
+      AND (a.org_id, a.priority, a.created_at) < ($1::bigint, $4::int, $5::timestamptz)
+    ORDER BY a.org_id, a.priority, a.created_at LIMIT 64)
+SELECT j.id, j.river_job_id FROM head
+JOIN sa_job AS j ON j.id = head.id
+JOIN river_job AS v ON v.id = j.river_job_id
+WHERE j.state = 'queued' AND j.scheduled_at <= now() AND j.waiting_for IS DISTINCT FROM 'provider_capacity'
   AND v.state IN ('available', 'scheduled', 'retryable')
-ORDER BY j.priority, j.created_at
+ORDER BY head.priority, head.created_at
 LIMIT 1
 FOR UPDATE OF j, v SKIP LOCKED`
 

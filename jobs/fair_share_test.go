@@ -26,33 +26,42 @@ ON CONFLICT (org_id) DO UPDATE SET weight = EXCLUDED.weight, paused = EXCLUDED.p
 // groups them) and returns them in no particular order.
 func submitMany(t testing.TB, e *tenv, v jobs.Viewer, n int, text string) []jobs.Submitted {
 	t.Helper()
+	out, err := submitAll(e, v, n, text)
+	if err != nil {
+		t.Fatalf("submit %q: %v", text, err)
+	}
+	return out
+}
+
+// submitAll is submitMany for any goroutine: it returns the first error.
+func submitAll(e *tenv, v jobs.Viewer, n int, text string) ([]jobs.Submitted, error) {
 	var mu sync.Mutex
 	var out []jobs.Submitted
+	var first error
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
 	next := atomic.Int64{}
-	for g := 0; g < 8; g++ {
+	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
 				s, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: v, Prompt: text})
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				if err == nil {
+					out = append(out, s)
+				}
+				mu.Unlock()
 				if err != nil {
-					errs <- err
 					return
 				}
-				mu.Lock()
-				out = append(out, s)
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("submit %q: %v", text, err)
-	}
-	return out
+	return out, first
 }
 
 // countJobs counts the jobs of org in state.
@@ -221,17 +230,25 @@ func TestFairShareNoJobRunsTwice(t *testing.T) {
 	var all []jobs.Submitted
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	errs := make(chan error, 3)
 	for _, v := range []jobs.Viewer{e.v, {OrgID: orgB, UserID: userB}, {OrgID: orgC, UserID: userC}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := submitMany(t, e, v, 70, "race")
+			s, err := submitAll(e, v, 70, "race")
+			errs <- err
 			mu.Lock()
 			all = append(all, s...)
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+	}
 	waitFor(t, 60*time.Second, "every job", func() bool {
 		return e.count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") == len(all)
 	})
