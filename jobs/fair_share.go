@@ -60,22 +60,22 @@ const orgPausedRecheck = 3 * time.Second
 
 // vehicleJobSQL reads, in one statement, what the fast path of a dispatch needs: the queued
 // or running job on vehicle $1, its org's weight, pause and running jobs, whether any other
-// org has queued work, and whether its own org has a better claimable job in the band [$3,
-// $4]. $2 is the job the vehicle's arguments name: the prompt's text (for the governor's
-// token estimate) is read only when the row is another job. Each probe is bounded: the
-// better-job look reads at most 64 index entries ahead of the job.
+// org has queued work, and whether its own org has an older claimable job in River priority
+// band $3 with a priority of at most $4. $2 is the job the vehicle's arguments name: the
+// prompt's text (for the governor's token estimate) is read only when the row is another job.
+// Each probe is bounded: the older-job look reads at most 64 index entries.
 const vehicleJobSQL = `SELECT j.id, j.org_id, j.state, j.priority, j.created_at,
     coalesce(s.weight, 1) AS weight, coalesce(s.paused, false) AS paused,
     (SELECT count(*) FROM sa_job AS r WHERE r.org_id = j.org_id AND r.state = 'running') AS running,
     ((SELECT o.org_id FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id < j.org_id
-      ORDER BY o.org_id DESC, o.priority DESC, o.created_at DESC LIMIT 1) IS NOT NULL
+      ORDER BY o.org_id DESC, asterion_band(o.priority) DESC, o.created_at DESC LIMIT 1) IS NOT NULL
      OR (SELECT o.org_id FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id > j.org_id
-      ORDER BY o.org_id, o.priority, o.created_at LIMIT 1) IS NOT NULL) AS others,
+      ORDER BY o.org_id, asterion_band(o.priority), o.created_at LIMIT 1) IS NOT NULL) AS others,
     EXISTS (SELECT 1 FROM sa_job AS b JOIN river_job AS v ON v.id = b.river_job_id
         WHERE b.id = ANY (ARRAY(SELECT a.id FROM sa_job AS a
-                WHERE a.state = 'queued' AND a.org_id = j.org_id AND a.priority >= $3
-                  AND (a.org_id, a.priority, a.created_at) < (j.org_id, j.priority, j.created_at)
-                ORDER BY a.org_id, a.priority, a.created_at LIMIT 64))
+                WHERE a.state = 'queued' AND a.org_id = j.org_id AND asterion_band(a.priority) = $3::smallint
+                  AND a.created_at < j.created_at
+                ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64))
           AND b.state = 'queued' AND b.scheduled_at <= now() AND b.priority <= $4
           AND b.waiting_for IS DISTINCT FROM 'provider_capacity'
           AND v.state IN ('available', 'scheduled', 'retryable')) AS better,
@@ -101,29 +101,16 @@ type vehicleJob struct {
 	body      sql.NullString
 }
 
-// bandOf is the job priority range [lo, hi] of a River priority (RiverPriority's bands).
-func bandOf(riverPriority int) (lo, hi int) {
-	switch riverPriority {
-	case 1:
-		return 0, 10
-	case 2:
-		return 11, 40
-	case 3:
-		return 41, 59
-	}
-	return 60, 100
-}
-
 // dispatch decides which job the fetched vehicle rj carries, swapping vehicles when fair share
-// or the org's own order asks for it. ceiling ≥ 0 bounds the priority of a job the worker may
+// or the org's own order (oldest first within the band, as River's) asks for it. ceiling ≥ 0 bounds the priority of a job the worker may
 // run. The common case (one org with queued work, the vehicle's job its best) is one read.
 func (f *fairShare) dispatch(ctx context.Context, rj *river.Job[PromptArgs], ceiling int) (dispatched, error) {
-	lo, hi := bandOf(rj.Priority)
+	most := 100
 	if ceiling >= 0 {
-		hi = min(hi, ceiling)
+		most = ceiling
 	}
 	var x vehicleJob
-	err := f.db.DB.QueryRowContext(ctx, vehicleJobSQL, rj.ID, rj.Args.JobID, lo, hi).Scan(&x.id, &x.orgID, &x.state,
+	err := f.db.DB.QueryRowContext(ctx, vehicleJobSQL, rj.ID, rj.Args.JobID, rj.Priority, most).Scan(&x.id, &x.orgID, &x.state,
 		&x.priority, &x.createdAt, &x.weight, &x.paused, &x.running, &x.others, &x.better, &x.model, &x.body)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -150,7 +137,7 @@ func (f *fairShare) dispatch(ctx context.Context, rj *river.Job[PromptArgs], cei
 	var d dispatched
 	err = f.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var err error
-		d, err = f.swapTx(ctx, tx, rj, lo, hi)
+		d, err = f.swapTx(ctx, tx, rj, most)
 		return err
 	})
 	if err != nil {

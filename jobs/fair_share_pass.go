@@ -18,8 +18,9 @@ import (
 // nobody holds it and no worker would fetch it yet), with that vehicle, skipping rows another
 // transaction holds. Like candidateSQL it looks at the org's first 64 queued jobs only.
 const refusedSQL = `WITH head AS MATERIALIZED (
-    SELECT a.id, a.priority, a.created_at FROM sa_job AS a WHERE a.state = 'queued' AND a.org_id = $1
-    ORDER BY a.org_id, a.priority, a.created_at LIMIT 64)
+    SELECT a.id, asterion_band(a.priority) AS band, a.created_at FROM sa_job AS a
+    WHERE a.state = 'queued' AND a.org_id = $1
+    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64)
 SELECT j.id, j.river_job_id, j.priority, coalesce(j.execution_options ->> 'model', ''),
     (SELECT e.body FROM sa_entity AS e WHERE e.id = j.prompt_id)
 FROM head
@@ -27,7 +28,7 @@ JOIN sa_job AS j ON j.id = head.id
 JOIN river_job AS v ON v.id = j.river_job_id
 WHERE j.state = 'queued' AND j.waiting_for = 'org_share' AND j.scheduled_at <= now()
   AND (v.state IN ('scheduled', 'retryable') OR (v.state = 'available' AND v.scheduled_at > now()))
-ORDER BY head.priority, head.created_at
+ORDER BY head.band, head.created_at
 LIMIT 1
 FOR UPDATE OF j, v SKIP LOCKED`
 

@@ -24,10 +24,11 @@ WHERE river_job_id = $1 AND state IN ('queued', 'running') LIMIT 1 FOR UPDATE`
 // index descent per org, however long its backlog), with each one's weight, pause and running
 // jobs.
 const queuedOrgsSQL = `WITH RECURSIVE queued (org_id) AS (
-    (SELECT org_id FROM sa_job WHERE state = 'queued' ORDER BY org_id, priority, created_at LIMIT 1)
+    (SELECT org_id FROM sa_job WHERE state = 'queued'
+     ORDER BY org_id, asterion_band(priority), created_at LIMIT 1)
   UNION ALL
     SELECT (SELECT j.org_id FROM sa_job AS j WHERE j.state = 'queued' AND j.org_id > q.org_id
-            ORDER BY j.org_id, j.priority, j.created_at LIMIT 1)
+            ORDER BY j.org_id, asterion_band(j.priority), j.created_at LIMIT 1)
     FROM queued AS q WHERE q.org_id IS NOT NULL
 )
 SELECT q.org_id, coalesce(s.weight, 1), coalesce(s.paused, false),
@@ -49,24 +50,26 @@ GROUP BY j.org_id`
 // one per River priority band, so that each sees the choices of those before it.
 const dispatchLock int64 = 0x6469737061746368
 
-// candidateSQL locks org $1's best claimable job in the band [$2, $3] that sorts before
-// (priority $4, created_at $5), with its vehicle. Claimable: queued, due, not waiting for the
-// provider (its model's slot is its own vehicle's business), and on a vehicle nobody holds,
+// candidateSQL locks org $1's oldest claimable job of River priority band $2 with a priority
+// of at most $3 created before $4, with its vehicle. Claimable: queued, due, not waiting for
+// the provider (its model's slot is its own vehicle's business), and on a vehicle nobody holds,
 // whose River row is locked so that no worker can fetch it until this transaction ends
 // (River's fetch skips locked rows); a row another transaction holds is skipped, never waited
-// for. Only the org's first 64 queued jobs of the band are looked at: a job beyond them still
-// runs on its own vehicle.
+// for, and a row changed since the statement began is judged again as it is now. Only the
+// org's 64 oldest queued jobs of the band are looked at: a job beyond them still runs on its
+// own vehicle.
 const candidateSQL = `WITH head AS MATERIALIZED (
-    SELECT a.id, a.priority, a.created_at FROM sa_job AS a
-    WHERE a.state = 'queued' AND a.org_id = $1 AND a.priority >= $2 AND a.priority <= $3
-      AND (a.org_id, a.priority, a.created_at) < ($1::bigint, $4::int, $5::timestamptz)
-    ORDER BY a.org_id, a.priority, a.created_at LIMIT 64)
+    SELECT a.id, a.created_at FROM sa_job AS a
+    WHERE a.state = 'queued' AND a.org_id = $1 AND asterion_band(a.priority) = $2::smallint
+      AND a.created_at < $4::timestamptz
+    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64)
 SELECT j.id, j.river_job_id FROM head
 JOIN sa_job AS j ON j.id = head.id
 JOIN river_job AS v ON v.id = j.river_job_id
-WHERE j.state = 'queued' AND j.scheduled_at <= now() AND j.waiting_for IS DISTINCT FROM 'provider_capacity'
+WHERE j.state = 'queued' AND j.priority <= $3 AND j.scheduled_at <= now()
+  AND j.waiting_for IS DISTINCT FROM 'provider_capacity'
   AND v.state IN ('available', 'scheduled', 'retryable')
-ORDER BY head.priority, head.created_at
+ORDER BY head.created_at
 LIMIT 1
 FOR UPDATE OF j, v SKIP LOCKED`
 
@@ -101,8 +104,8 @@ func (o orgLoad) lighter(p orgLoad) bool {
 // swapTx is the locked part of a dispatch: with the vehicle's job locked, it ranks the orgs
 // with queued work that may run (not paused, under the cap) by slots held per weight, the
 // vehicle's own org first among equals, and gives the vehicle the best claimable job of the
-// first org that has one (for its own org: a job better than the one it carries).
-func (f *fairShare) swapTx(ctx context.Context, tx bun.Tx, rj *river.Job[PromptArgs], lo, hi int) (dispatched, error) {
+// first org that has one (for its own org: a job older than the one it carries).
+func (f *fairShare) swapTx(ctx context.Context, tx bun.Tx, rj *river.Job[PromptArgs], most int) (dispatched, error) {
 	if _, err := tx.Tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, dispatchLock+int64(rj.Priority)); err != nil {
 		return dispatched{}, fmt.Errorf("take the dispatch lock: %w", err)
 	}
@@ -159,14 +162,14 @@ func (f *fairShare) swapTx(ctx context.Context, tx bun.Tx, rj *river.Job[PromptA
 			continue
 		}
 		// Another org's job needs no bound; the vehicle's own org gives the slot only to a
-		// job that sorts before the one the vehicle carries.
-		bp, bc := 101, time.Now().Add(time.Hour)
+		// job older than the one the vehicle carries.
+		before := time.Now().Add(time.Hour)
 		if o.id == x.orgID {
-			bp, bc = x.priority, x.createdAt
+			before = x.createdAt
 		}
 		var y uuid.UUID
 		var vy int64
-		err := tx.Tx.QueryRowContext(ctx, candidateSQL, o.id, lo, hi, bp, bc).Scan(&y, &vy)
+		err := tx.Tx.QueryRowContext(ctx, candidateSQL, o.id, rj.Priority, most, before).Scan(&y, &vy)
 		if errors.Is(err, sql.ErrNoRows) {
 			if o.id == x.orgID {
 				args, err := f.argsOf(ctx, tx, x.id, rj.Args)

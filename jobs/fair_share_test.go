@@ -270,3 +270,19 @@ WHERE (r.args ->> 'job_id')::uuid <> j.id`)
 		t.Errorf("no job changed vehicle: the race tested no swap")
 	}
 }
+
+// TestFairShareBandAgreesWithRiverPriority: the database's asterion_band, by which dispatches
+// keep to a vehicle's priority band, is RiverPriority for every job priority.
+func TestFairShareBandAgreesWithRiverPriority(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	for p := 0; p <= 100; p++ {
+		var band int
+		if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT asterion_band(?::smallint)", p).Scan(&band); err != nil {
+			t.Fatal(err)
+		}
+		if band != jobs.RiverPriority(p) {
+			t.Fatalf("asterion_band(%d) = %d, RiverPriority says %d", p, band, jobs.RiverPriority(p))
+		}
+	}
+}
