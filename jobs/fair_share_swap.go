@@ -21,8 +21,12 @@ const lockVehicleJobSQL = `SELECT id, org_id, state, priority, created_at FROM s
 WHERE river_job_id = $1 AND state IN ('queued', 'running') LIMIT 1 FOR UPDATE`
 
 // queuedOrgsSQL lists the orgs with queued work by a skip scan of idx_job_queued_org (one
-// index descent per org, however long its backlog), with each one's weight, pause and running
-// jobs.
+// index descent per org, however long its backlog), with each one's weight, pause, running
+// jobs, and the prompt vehicles its jobs ride that workers hold other than $1: jobs running
+// and jobs a worker has fetched and not claimed yet (being dispatched, or waiting for the
+// governor). Counting the latter keeps dispatches that follow each other from all giving
+// their slot to the same org before its claims land. Those are read from River's running
+// jobs, at most one per worker, never a backlog.
 const queuedOrgsSQL = `WITH RECURSIVE queued (org_id) AS (
     (SELECT org_id FROM sa_job WHERE state = 'queued'
      ORDER BY org_id, asterion_band(priority), created_at LIMIT 1)
@@ -30,21 +34,17 @@ const queuedOrgsSQL = `WITH RECURSIVE queued (org_id) AS (
     SELECT (SELECT j.org_id FROM sa_job AS j WHERE j.state = 'queued' AND j.org_id > q.org_id
             ORDER BY j.org_id, asterion_band(j.priority), j.created_at LIMIT 1)
     FROM queued AS q WHERE q.org_id IS NOT NULL
+), held AS (
+    SELECT j.org_id, count(*) AS n FROM river_job AS r
+    JOIN sa_job AS j ON j.river_job_id = r.id AND j.state IN ('queued', 'running')
+    WHERE r.state = 'running' AND r.queue = $2 AND r.id <> $1
+    GROUP BY j.org_id
 )
 SELECT q.org_id, coalesce(s.weight, 1), coalesce(s.paused, false),
-    (SELECT count(*) FROM sa_job AS r WHERE r.org_id = q.org_id AND r.state = 'running')
-FROM queued AS q LEFT JOIN sa_org_share AS s ON s.org_id = q.org_id
+    (SELECT count(*) FROM sa_job AS r WHERE r.org_id = q.org_id AND r.state = 'running'),
+    coalesce(h.n, 0)
+FROM queued AS q LEFT JOIN sa_org_share AS s ON s.org_id = q.org_id LEFT JOIN held AS h ON h.org_id = q.org_id
 WHERE q.org_id IS NOT NULL`
-
-// slotsSQL counts, per org, the prompt vehicles workers hold other than $1: jobs running and
-// jobs a worker has fetched and not claimed yet (being dispatched, or waiting for the
-// governor). Counting the latter keeps dispatches that follow each other from all giving
-// their slot to the same org before its claims land. It reads River's running jobs, at most
-// one per worker, never a backlog.
-const slotsSQL = `SELECT j.org_id, count(*) FROM river_job AS r
-JOIN sa_job AS j ON j.river_job_id = r.id AND j.state IN ('queued', 'running')
-WHERE r.state = 'running' AND r.queue = $2 AND r.id <> $1
-GROUP BY j.org_id`
 
 // dispatchLock is the advisory lock class of dispatches that weigh orgs against each other:
 // one per River priority band, so that each sees the choices of those before it.
@@ -194,24 +194,12 @@ func (f *fairShare) swapTx(ctx context.Context, tx bun.Tx, rj *river.Job[PromptA
 	return refusal(args, own.paused), err
 }
 
-// queuedOrgs lists the orgs with queued work, each with the slots it holds besides vehicle.
+// queuedOrgs reads queuedOrgsSQL for a dispatch of vehicle.
 func (f *fairShare) queuedOrgs(ctx context.Context, tx bun.Tx, vehicle int64) ([]orgLoad, error) {
-	held := map[int64]int{}
-	err := scanRows(ctx, tx, slotsSQL, []any{vehicle, QueuePrompts}, func(rows *sql.Rows) error {
-		var org int64
-		var n int
-		err := rows.Scan(&org, &n)
-		held[org] = n
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count the slots each org holds: %w", err)
-	}
 	var out []orgLoad
-	err = scanRows(ctx, tx, queuedOrgsSQL, nil, func(rows *sql.Rows) error {
+	err := scanRows(ctx, tx, queuedOrgsSQL, []any{vehicle, QueuePrompts}, func(rows *sql.Rows) error {
 		var o orgLoad
-		err := rows.Scan(&o.id, &o.weight, &o.paused, &o.running)
-		o.held = held[o.id]
+		err := rows.Scan(&o.id, &o.weight, &o.paused, &o.running, &o.held)
 		out = append(out, o)
 		return err
 	})
@@ -239,6 +227,9 @@ func scanRows(ctx context.Context, tx bun.Tx, query string, args []any, scan fun
 // argsOf are the arguments of job id as a vehicle with arguments a carries it: a's own when
 // id is a's job, else read from the job.
 func (f *fairShare) argsOf(ctx context.Context, tx bun.Tx, id uuid.UUID, a PromptArgs) (PromptArgs, error) {
+	if id == a.JobID && a.OrgID > 0 {
+		return a, nil
+	}
 	out := PromptArgs{JobID: id}
 	var body string
 	if err := tx.Tx.QueryRowContext(ctx, jobArgsSQL, id).Scan(&out.Priority, &out.OrgID, &out.Model, &body); err != nil {
