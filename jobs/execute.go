@@ -102,6 +102,18 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			res = claimResult{outcome: claimDrop, job: job, reason: "job is " + job.State}
 			return nil
 		}
+		// A paused org's job stays queued (the claim's condition would refuse it anyway).
+		paused, err := orgPaused(ctx, tx, job.OrgID)
+		if err != nil {
+			return err
+		}
+		if paused {
+			if _, err := tx.Tx.ExecContext(ctx, markWaitingSQL, job.ID, WaitingOrgPaused); err != nil {
+				return fmt.Errorf("say job %s waits for its paused org: %w", job.ID, err)
+			}
+			res = claimResult{outcome: claimWait, wait: orgPausedRecheck, reason: "the org is paused"}
+			return nil
+		}
 		b := relaxedCommit(tx)
 		ch := claimChange(job.ID, riverJobID, c)
 		ch.batch = b
@@ -155,7 +167,21 @@ func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 	return change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
 		set: []clause{is("worker_claim = ?", claim), is("claimed_at = now()"), is("started_at = now()"),
 			is("running_heartbeat_at = now()"), is("finished_at = NULL"), is("waiting_for = NULL")},
-		where: []clause{is("river_job_id = ?", riverJobID)}}
+		where: []clause{is("river_job_id = ?", riverJobID), is(notPausedSQL)}}
+}
+
+// notPausedSQL is the condition of a claim that the job's org is not paused: the dispatch
+// looked before the governor's wait, this is the word that counts.
+const notPausedSQL = `NOT EXISTS (SELECT 1 FROM sa_org_share AS p WHERE p.org_id = sa_job.org_id AND p.paused)`
+
+// orgPaused says whether an operator paused org's work.
+func orgPaused(ctx context.Context, tx bun.Tx, org int64) (bool, error) {
+	var paused bool
+	err := tx.Tx.QueryRowContext(ctx, `SELECT coalesce((SELECT paused FROM sa_org_share WHERE org_id = $1), false)`, org).Scan(&paused)
+	if err != nil {
+		return false, fmt.Errorf("read whether org %d is paused: %w", org, err)
+	}
+	return paused, nil
 }
 
 // outcome is how an execution ended, for the River worker to translate.

@@ -12,8 +12,9 @@ import (
 // errOrgAtCap refuses a claim of an org that runs OrgMaxRunning jobs already.
 var errOrgAtCap = errors.New("the org runs its most jobs at once")
 
-// orgCapRecheck is how soon a job refused for its org's cap is fetched again. River orders
-// the jobs it fetches by when they may run, so another org's job queued meanwhile goes first.
+// orgCapRecheck is how soon the vehicle of a job refused for its org's cap is fetched again
+// when no execution of the org has passed its slot on first (fairShare.passOn): the usual way
+// a refused job runs is that a finishing execution wakes it.
 const orgCapRecheck = time.Second
 
 // orgCapLock is the advisory lock class of the running cap: claims of one org take it in their

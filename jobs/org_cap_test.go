@@ -78,6 +78,12 @@ func TestOrgRunningCap(t *testing.T) {
 	}
 	close(stop)
 	<-sampled
+	var span float64
+	if err := e.d.Bun.QueryRowContext(context.Background(), `SELECT extract(epoch FROM max(finished_at) - min(started_at))
+FROM sa_job WHERE org_id = ?`, e.o).Scan(&span); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("org A's %d jobs of 300 ms ran from the first start to the last finish in %.1f s at cap 3", len(a), span)
 	if m := most.Load(); m > 3 || m < 1 {
 		t.Errorf("org A ran %d jobs at once, its cap is 3", m)
 	}

@@ -62,8 +62,20 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	}
 	w.inFlight.Add(1)
 	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
-	// The provider's capacity first: a job that must wait stays queued and spends nothing.
-	if err := w.svc.calls.awaitProviderSlot(ctx, rj.Args); err != nil {
+	// Which job rides this vehicle first (fair share between orgs), then the provider's
+	// capacity for it: a job that must wait stays queued and spends nothing.
+	d, err := w.svc.share.dispatch(ctx, rj, w.ceiling)
+	if err != nil {
+		return err
+	}
+	switch d.outcome {
+	case dispatchDecline:
+		return river.JobSnooze(0)
+	case dispatchWait:
+		w.svc.calls.markWaiting(ctx, d.args.JobID, d.waitingFor)
+		return river.JobSnooze(d.wait)
+	}
+	if err := w.svc.calls.awaitProviderSlot(ctx, d.args); err != nil {
 		return err
 	}
 	// The execution gets the whole job timeout, however long the slot took.
@@ -72,10 +84,10 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	// Submits of this process first (package intake): an accepted job loses nothing by waiting.
 	w.svc.intake.Yield(ctx)
 	admitted := w.svc.intake.Transaction(ctx, intake.Claim)
-	res, err := w.svc.claim(ctx, rj.Args.JobID, rj.Args.OrgID, rj.ID, w.workerID)
+	res, err := w.svc.claim(ctx, d.args.JobID, d.args.OrgID, rj.ID, w.workerID)
 	admitted()
 	if err != nil {
-		return fmt.Errorf("claim job %s: %w", rj.Args.JobID, err)
+		return fmt.Errorf("claim job %s: %w", d.args.JobID, err)
 	}
 	switch res.outcome {
 	case claimDrop:
@@ -84,6 +96,10 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 		return river.JobSnooze(res.wait)
 	}
 	out := w.svc.runClaimed(ctx, res.job, res.claim, res.prompt)
+	// The running slot this execution held goes to its org's next refused job at once.
+	pctx, cancelPass := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	w.svc.share.passOn(pctx, res.job.OrgID)
+	cancelPass()
 	switch {
 	case out.err != nil:
 		return out.err
@@ -94,7 +110,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	case out.state == StateQueued:
 		return river.JobSnooze(max(w.svc.cfg.Wait(out.retryIn), 0))
 	}
-	return river.JobCancel(fmt.Errorf("job %s ended %s", rj.Args.JobID, out.state))
+	return river.JobCancel(fmt.Errorf("job %s ended %s", d.args.JobID, out.state))
 }
 
 // ReclaimArgs is the periodic reclaim job.
