@@ -14,7 +14,7 @@ import (
 )
 
 // promptQueries counts the queries bun runs that read prompts or jobs, and apart from them
-// those of the ETA estimator (its place read names asterion_river_band; its rate sample, at most
+// those of the ETA estimator (its place read names asterion_band; its rate sample, at most
 // once a second, counts the last minute's finishes).
 type promptQueries struct {
 	mu     sync.Mutex
@@ -29,7 +29,7 @@ func (q *promptQueries) AfterQuery(_ context.Context, ev *bun.QueryEvent) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
-	case strings.Contains(ev.Query, "asterion_river_band") || strings.Contains(ev.Query, "interval '60 seconds'") ||
+	case strings.Contains(ev.Query, "asterion_band") || strings.Contains(ev.Query, "interval '60 seconds'") ||
 		strings.Contains(ev.Query, "sa_job_count"):
 		q.eta++
 	case strings.Contains(ev.Query, "sa_entity") || strings.Contains(ev.Query, "sa_job"):

@@ -37,8 +37,8 @@ const (
 		SELECT count(*) AS ahead, count(*) FILTER (WHERE q.org_id = me.org_id) AS ahead_org FROM (
 			SELECT q.org_id FROM sa_job q
 			WHERE me.state = 'queued' AND q.state = 'queued' AND q.scheduled_at <= now()
-				AND (asterion_river_band(q.priority), q.created_at, q.id) < (asterion_river_band(me.priority), me.created_at, me.id)
-			ORDER BY asterion_river_band(q.priority) DESC, q.created_at DESC, q.id DESC
+				AND (asterion_band(q.priority), q.created_at, q.id) < (asterion_band(me.priority), me.created_at, me.id)
+			ORDER BY asterion_band(q.priority) DESC, q.created_at DESC, q.id DESC
 			LIMIT ?) q) a ON true`
 	etaJobSQL       = etaJobByID + etaPlace
 	etaOperationSQL = etaJobByOperation + etaPlace
@@ -51,9 +51,9 @@ const (
 const etaBatchSQL = `WITH head AS (
 		SELECT id, row_number() OVER (ORDER BY b, created_at, id) - 1 AS ahead,
 			row_number() OVER (PARTITION BY org_id ORDER BY b, created_at, id) - 1 AS ahead_org
-		FROM (SELECT id, org_id, created_at, asterion_river_band(priority) AS b FROM sa_job
+		FROM (SELECT id, org_id, created_at, asterion_band(priority) AS b FROM sa_job
 			WHERE state = 'queued' AND scheduled_at <= now()
-			ORDER BY asterion_river_band(priority), created_at, id LIMIT ?) h)
+			ORDER BY asterion_band(priority), created_at, id LIMIT ?) h)
 	SELECT j.id, j.state, j.created_at, j.scheduled_at, j.scheduled_for, j.started_at, now() AS now,
 		head.id IS NOT NULL AS counted, coalesce(head.ahead, 0) AS ahead, coalesce(head.ahead_org, 0) AS ahead_org
 	FROM sa_job j LEFT JOIN head ON head.id = j.id

@@ -1,4 +1,3 @@
 DROP INDEX idx_job_scheduled;
 DROP INDEX idx_job_finished;
 DROP INDEX idx_job_queued_band;
-DROP FUNCTION asterion_river_band(SMALLINT);

@@ -1,14 +1,11 @@
 -- Estimates of when a job starts (jobs/eta.go). River runs prompts by its four priority levels,
--- then oldest first; asterion_river_band is jobs.RiverPriority in SQL, so that "the queued jobs
--- ahead of this one" is one contiguous range of an index in River's own order, counted with a
+-- then oldest first; asterion_band (from the fair share's migration) is jobs.RiverPriority in
+-- SQL, so that "the queued jobs ahead of this one" is one contiguous range of an index in River's own order, counted with a
 -- bound instead of scanning a backlog. priority, scheduled_at and org_id ride along so the count
 -- is an index-only scan (an expression index needs its column for that) that skips jobs not yet
 -- due and tells the org's own jobs apart. Partial like the other queued index: one entry per
 -- queued job.
-CREATE FUNCTION asterion_river_band(p SMALLINT) RETURNS INTEGER
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ SELECT CASE WHEN p <= 10 THEN 1 WHEN p <= 40 THEN 2 WHEN p <= 59 THEN 3 ELSE 4 END $$;
-CREATE INDEX idx_job_queued_band ON sa_job (asterion_river_band(priority), created_at, id)
+CREATE INDEX idx_job_queued_band ON sa_job (asterion_band(priority), created_at, id)
     INCLUDE (priority, scheduled_at, org_id) WHERE state = 'queued';
 
 -- The measured rate: the most recently finished jobs and how many finished in the last minute.
