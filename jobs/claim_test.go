@@ -75,3 +75,52 @@ func newInternalService(t *testing.T, name string) (s *Service, d *dbtest.DB, or
 	}
 	return s, d, org, user
 }
+
+// TestClaimOfAJobThisProcessClaimedButNobodyRuns: a claim whose commit reached the database
+// while its worker saw an error leaves the job running under a fresh heartbeat that no
+// execution keeps. The next fetch of its vehicle by the same process reclaims it at once; a
+// claim of another process, or one an execution of this process holds, is waited for.
+func TestClaimOfAJobThisProcessClaimedButNobodyRuns(t *testing.T) {
+	t.Parallel()
+	s, d, org, user := newInternalService(t, "orphan-claim")
+	ctx := context.Background()
+	cases := []struct {
+		name     string
+		workerID string
+		held     bool
+		want     claimOutcome
+	}{
+		{"claimed here, nobody runs it", "w-here", false, claimed},
+		{"claimed by another process", "w-elsewhere", false, claimWait},
+		{"claimed here and running", "w-here", true, claimWait},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sub, err := s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: c.name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var queued db.Job
+			if err := d.Bun.NewSelect().Model(&queued).Where("id = ?", sub.JobID).Scan(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lost := "w-here/" + c.name
+			if _, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, lost); err != nil {
+				t.Fatal(err)
+			}
+			if c.held {
+				defer s.beats.add(queued.ID, lost, func() {})()
+			}
+			res, err := s.claim(ctx, queued.ID, 0, *queued.RiverJobID, c.workerID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.outcome != c.want {
+				t.Fatalf("claim outcome %d (%s), want %d", res.outcome, res.reason, c.want)
+			}
+			if c.want == claimed && (res.job.WorkerClaim == nil || *res.job.WorkerClaim == lost || res.job.State != string(StateRunning)) {
+				t.Errorf("reclaimed job: state %s claim %v; want running under a new claim", res.job.State, res.job.WorkerClaim)
+			}
+		})
+	}
+}

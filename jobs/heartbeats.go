@@ -56,6 +56,18 @@ func (h *heartbeats) add(jobID uuid.UUID, claim string, lost func()) (remove fun
 	}
 }
 
+// holds reports whether an execution of this process runs under claim now.
+func (h *heartbeats) holds(claim string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for b := range h.execs {
+		if b.claim == claim {
+			return true
+		}
+	}
+	return false
+}
+
 // loop beats every interval while executions run, and ends with the last.
 func (h *heartbeats) loop() {
 	t := time.NewTicker(h.every)

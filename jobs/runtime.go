@@ -80,7 +80,9 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.EventRetention < 15*time.Minute {
 		cfg.EventRetention = time.Hour
 	}
-	idb := make([]byte, 4)
+	// The id tells this process's claims apart from every other process's (claim relies on it
+	// to see a claim of its own that no execution holds), so it is long enough never to repeat.
+	idb := make([]byte, 8)
 	_, _ = rand.Read(idb)
 	id := "w-" + hex.EncodeToString(idb)
 	w := &Worker{svc: svc, workerID: id, ceiling: cfg.PriorityCeiling, timeout: cfg.JobTimeout,
