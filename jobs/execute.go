@@ -293,12 +293,15 @@ func logSettled(log *slog.Logger, job db.Job, o outcome, callErr error, took tim
 var errClaimLost = errors.New("claim lost: the job was cancelled or reclaimed")
 
 // responseID derives the response entity id from (prompt_id, adapter_request_id) when the
-// provider gives a request id, so a duplicate write of one provider answer collides (§8).
-func responseID(promptID uuid.UUID, requestID string) uuid.UUID {
+// provider gives a request id, so a duplicate write of one provider answer collides (§8). The
+// job is part of the key: a retry of the prompt is another job with an answer of its own, and
+// a provider that repeats its ids (some OpenAI-compatible servers answer every call with one)
+// must not make that answer look like a duplicate.
+func responseID(promptID, jobID uuid.UUID, requestID string) uuid.UUID {
 	if requestID == "" {
 		return uuid.New()
 	}
-	return uuid.NewSHA1(promptID, []byte("adapter-request:"+requestID))
+	return uuid.NewSHA1(promptID, []byte("adapter-request:"+jobID.String()+":"+requestID))
 }
 
 // finishSuccess writes the response entity, the flows-to edge, the ledger and audit rows and
@@ -306,7 +309,7 @@ func responseID(promptID uuid.UUID, requestID string) uuid.UUID {
 func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, prompt db.Entity, resp provider.Response, took time.Duration) outcome {
 	var final db.Job
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		rid := responseID(job.PromptID, resp.RequestID)
+		rid := responseID(job.PromptID, job.ID, resp.RequestID)
 		refs, _ := json.Marshal([]map[string]string{{"provider": resp.Provider, "model": resp.Model, "request_id": resp.RequestID, "job_id": job.ID.String()}})
 		// The response rows travel in the same statement as the job's UPDATE (which references
 		// the response); a second write of one provider answer fails on the response's primary
