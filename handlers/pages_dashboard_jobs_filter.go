@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/views"
@@ -60,17 +59,4 @@ func (s *Server) parseJobsQuery(ctx context.Context, p identity.Principal, get f
 	}
 	q.filter.Cursor = get("cursor")
 	return q
-}
-
-// matches reports whether job passes the filter (for rows that arrive over the stream).
-func (q jobsQuery) matches(j db.Job) bool {
-	f := q.filter
-	switch {
-	case f.State != "" && j.State != string(f.State),
-		f.OrgID != 0 && j.OrgID != f.OrgID,
-		f.Since != nil && j.CreatedAt.Before(*f.Since),
-		f.Scheduled && (j.ScheduledFor == nil || !j.ScheduledFor.After(time.Now())):
-		return false
-	}
-	return true
 }

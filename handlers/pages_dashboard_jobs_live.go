@@ -43,9 +43,9 @@ func (l jobsLiveList) item(ctx context.Context, e feed.Event) (db.Job, bool, err
 	return l.s.eventJob(ctx, e)
 }
 
-func (l jobsLiveList) key(j db.Job) (uuid.UUID, int64) { return j.ID, j.OrgID }
+func (l jobsLiveList) key(j db.Job) (uuid.UUID, int64, int64) { return j.ID, j.OrgID, j.CreatedBy }
 
-func (l jobsLiveList) matches(j db.Job) bool { return l.q.matches(j) }
+func (l jobsLiveList) matches(j db.Job) bool { return l.q.filter.Matches(j, time.Now()) }
 
 func (l jobsLiveList) row(ctx context.Context, j db.Job, stale bool) templ.Component {
 	r := l.s.jobRows(ctx, []db.Job{j})[0]

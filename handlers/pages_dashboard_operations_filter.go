@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/deferred"
@@ -19,8 +18,6 @@ type opsQuery struct {
 	view   views.OpsFilter
 	filter jobs.OperationFilter
 	errs   map[string]string
-	// search is the id searched for (uuid.Nil when none).
-	search uuid.UUID
 }
 
 // parseOpsQuery reads the operations filter from get (query or form values). Values that are
@@ -78,27 +75,11 @@ func (s *Server) parseOpsQuery(ctx context.Context, p identity.Principal, get fu
 	}
 	if v := strings.TrimSpace(get("q")); v != "" {
 		if id, err := uuid.Parse(v); err == nil {
-			q.view.Q, q.filter.Search, q.search = id.String(), id.String(), id
+			q.view.Q, q.filter.Search = id.String(), id.String()
 		} else {
 			q.errs["q"] = "enter a full operation or correlation id (a UUID)"
 		}
 	}
 	q.filter.Cursor = get("cursor")
 	return q
-}
-
-// matches reports whether op passes the filter (for rows that arrive over the stream).
-func (q opsQuery) matches(op db.Operation) bool {
-	f := q.filter
-	switch {
-	case f.Status != "" && op.Status != f.Status,
-		f.Kind != "" && op.Kind != f.Kind,
-		f.Owner != "" && op.Owner != f.Owner,
-		f.OrgID != 0 && op.OrgID != f.OrgID,
-		f.From != nil && op.AcceptedAt.Before(*f.From),
-		f.To != nil && !op.AcceptedAt.Before(*f.To),
-		q.search != uuid.Nil && op.ID != q.search && op.CorrelationID != q.search:
-		return false
-	}
-	return true
 }

@@ -43,9 +43,11 @@ func (l opsLiveList) item(ctx context.Context, e feed.Event) (db.Operation, bool
 	return l.s.eventOperation(ctx, e)
 }
 
-func (l opsLiveList) key(op db.Operation) (uuid.UUID, int64) { return op.ID, op.OrgID }
+func (l opsLiveList) key(op db.Operation) (uuid.UUID, int64, int64) {
+	return op.ID, op.OrgID, op.CreatedBy
+}
 
-func (l opsLiveList) matches(op db.Operation) bool { return l.q.matches(op) }
+func (l opsLiveList) matches(op db.Operation) bool { return l.q.filter.Matches(op) }
 
 func (l opsLiveList) opRow(ctx context.Context, op db.Operation) views.OpRow {
 	orgs, _ := l.s.names(ctx, []int64{op.OrgID}, nil)

@@ -78,7 +78,7 @@ type liveList[T any] interface {
 	// item is the row an event is about, as of that event; false when the event is about none.
 	item(ctx context.Context, e feed.Event) (T, bool, error)
 	// key is the row's id and org.
-	key(item T) (id uuid.UUID, orgID int64)
+	key(item T) (id uuid.UUID, orgID, createdBy int64)
 	// matches reports whether the row passes the list's filter.
 	matches(item T) bool
 	// row is the row swapped in place, marked stale when it no longer matches.
@@ -145,7 +145,7 @@ func (o *listStreamer[T]) snapshot(ctx context.Context, w *bufio.Writer) error {
 	}
 	o.visible, o.newer = make(map[uuid.UUID]bool, len(page.items)), 0
 	for _, it := range page.items {
-		id, _ := o.list.key(it)
+		id, _, _ := o.list.key(it)
 		o.visible[id] = true
 	}
 	if err := writeSSE(ctx, w, "snapshot", page.fragment(true)); err != nil {
@@ -172,8 +172,8 @@ func (o *listStreamer[T]) event(ctx context.Context, w *bufio.Writer, e feed.Eve
 	if err != nil || !ok {
 		return err
 	}
-	id, orgID := o.list.key(it)
-	if !sees(o.v, orgID) {
+	id, orgID, createdBy := o.list.key(it)
+	if !o.v.Sees(orgID, createdBy) {
 		return nil
 	}
 	o.dirty, o.changedAt = true, time.Now()
