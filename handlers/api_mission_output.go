@@ -3,10 +3,6 @@ package handlers
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"time"
-
-	"github.com/google/uuid"
 
 	"asterion/db"
 	"asterion/jobs/output"
@@ -19,20 +15,14 @@ import (
 
 func (a *apiStreamer) outputFilter() output.Filter { return output.Filter{Scope: a.scope} }
 
-// chunk writes one job.output event.
+// chunk writes one job.output event, encoded once for every stream that carries it.
 func (a *apiStreamer) chunk(_ context.Context, w *bufio.Writer, c db.OutputChunk) error {
-	data, err := json.Marshal(struct {
-		PromptID uuid.UUID `json:"prompt_id"`
-		JobID    uuid.UUID `json:"job_id"`
-		Seq      int       `json:"seq"`
-		Text     string    `json:"text"`
-		// At is when the chunk was stored, so a client can tell how long it took to arrive.
-		At time.Time `json:"at"`
-	}{c.PromptID, c.JobID, c.Seq, c.Text, c.At})
+	frame, err := a.frames.frame(c)
 	if err != nil {
 		return err
 	}
-	return writeSSEData(w, "job.output", data)
+	_, err = w.Write(frame)
+	return err
 }
 
 // resyncOutput says that some output was skipped; GET /jobs/{id}/output has all of it.

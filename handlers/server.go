@@ -82,6 +82,8 @@ type Server struct {
 	ready *readyCache
 	// dropCache caches the rendered settled drops of mission fields (mission_drop_cache.go).
 	dropCache *missionDropCache
+	// outputFrames caches the encoded job.output events of the API's streams (output_frames.go).
+	outputFrames *outputFrames
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -106,7 +108,7 @@ func New(deps Deps) *Server {
 	}
 	s := &Server{deps: deps, log: deps.Logger, dashboard: newDashboardState(deps), streams: newStreamGuard(deps.Streams),
 		metricsSlots: make(chan struct{}, metricsConcurrency), ready: &readyCache{now: time.Now},
-		dropCache: newMissionDropCache(missionDropCacheBytes)}
+		dropCache: newMissionDropCache(missionDropCacheBytes), outputFrames: newOutputFrames(outputFramesKept)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
 		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a

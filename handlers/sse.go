@@ -76,7 +76,7 @@ func (s *Server) missionEvents(c *fiber.Ctx) error {
 	if last == 0 {
 		last = s.deps.Hub.Cursor()
 	}
-	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Jobs, scope: scope, last: last, log: s.log,
+	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Jobs, scope: scope, last: last, log: s.log, frames: s.outputFrames,
 		snap: s.apiSnapshot(viewerOf(principalOf(c))), cursor: s.deps.Hub.Cursor})
 	return nil
 }
@@ -128,6 +128,8 @@ type apiStreamer struct {
 	snap func(ctx context.Context, w *bufio.Writer) error
 	// cursor is the feed's high mark as this process knows it (the hub's).
 	cursor func() int64
+	// frames encodes each chunk of live output once for all streams.
+	frames *outputFrames
 }
 
 func (a *apiStreamer) open(ctx context.Context, w *bufio.Writer) error {

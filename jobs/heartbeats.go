@@ -12,8 +12,15 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// heartbeats proves every execution of this process alive with one statement per interval,
-// however many run: LLM calls are long, and a process may hold thousands at once.
+// beatSlices is how many parts the executions are split into, each beaten in its own statement
+// at its own point of the interval: an interval's statements stay as few however many run,
+// and thousands of executions touch their rows a slice at a time, never in one long update
+// that takes the database from everything else for as long.
+const beatSlices = 8
+
+// heartbeats proves every execution of this process alive once per interval with at most
+// beatSlices statements, however many run: LLM calls are long, and a process may hold
+// thousands at once.
 type heartbeats struct {
 	db    *bun.DB
 	every time.Duration
@@ -23,12 +30,16 @@ type heartbeats struct {
 	execs map[*beating]struct{}
 	// looping is set while loop runs: from the first execution added to the last removed.
 	looping bool
+	// nextSlice is the slice the next execution added joins, so slices stay even.
+	nextSlice int
 }
 
 // beating is one execution the heartbeats keep alive.
 type beating struct {
 	jobID uuid.UUID
 	claim string
+	// slice is which of the interval's beatSlices statements beats it.
+	slice int
 	// lost is called once when a heartbeat finds the job no longer running under the claim
 	// (cancelled or reclaimed), so the execution abandons its provider call.
 	lost func()
@@ -42,6 +53,8 @@ func newHeartbeats(bunDB *bun.DB, every time.Duration, log *slog.Logger) *heartb
 func (h *heartbeats) add(jobID uuid.UUID, claim string, lost func()) (remove func()) {
 	b := &beating{jobID: jobID, claim: claim, lost: lost}
 	h.mu.Lock()
+	b.slice = h.nextSlice
+	h.nextSlice = (h.nextSlice + 1) % beatSlices
 	h.execs[b] = struct{}{}
 	start := !h.looping
 	h.looping = true
@@ -68,11 +81,14 @@ func (h *heartbeats) holds(claim string) bool {
 	return false
 }
 
-// loop beats every interval while executions run, and ends with the last.
+// loop beats one slice every interval ÷ beatSlices while executions run, so each execution
+// is beaten once per interval (the first time within one interval of being added), and ends
+// with the last.
 func (h *heartbeats) loop() {
-	t := time.NewTicker(h.every)
+	t := time.NewTicker(max(h.every/beatSlices, time.Millisecond))
 	defer t.Stop()
-	for range t.C {
+	for tick := 0; ; tick = (tick + 1) % beatSlices {
+		<-t.C
 		h.mu.Lock()
 		if len(h.execs) == 0 {
 			h.looping = false
@@ -81,7 +97,7 @@ func (h *heartbeats) loop() {
 		}
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), max(h.every, 5*time.Second))
-		if err := h.beat(ctx); err != nil {
+		if err := h.beatSlice(ctx, tick); err != nil {
 			h.log.Warn("heartbeat failed", "err", err)
 		}
 		cancel()
@@ -99,11 +115,17 @@ WHERE j.id = v.id AND j.state = 'running' AND j.worker_claim = v.claim
 RETURNING j.id`
 
 // beat sends one heartbeat for every execution and tells those whose claim is gone.
-func (h *heartbeats) beat(ctx context.Context) error {
+func (h *heartbeats) beat(ctx context.Context) error { return h.beatSlice(ctx, -1) }
+
+// beatSlice sends one heartbeat for every execution of slice (all of them when slice is
+// negative) and tells those whose claim is gone.
+func (h *heartbeats) beatSlice(ctx context.Context, slice int) error {
 	h.mu.Lock()
-	execs := make([]*beating, 0, len(h.execs))
+	execs := make([]*beating, 0, len(h.execs)/beatSlices+1)
 	for b := range h.execs {
-		execs = append(execs, b)
+		if slice < 0 || b.slice == slice {
+			execs = append(execs, b)
+		}
 	}
 	h.mu.Unlock()
 	if len(execs) == 0 {

@@ -134,3 +134,44 @@ func TestHeartbeatsBeatOnTheirOwn(t *testing.T) {
 		t.Fatal("never told the claim is lost")
 	}
 }
+
+// TestHeartbeatsSlicesSplitTheExecutions: the loop's statements each beat one slice, the
+// slices are even, and together they beat every execution exactly once.
+func TestHeartbeatsSlicesSplitTheExecutions(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	h := newHeartbeats(d.Bun, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := 2 * beatSlices
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		claim := "w/" + uuid.NewString()[:8]
+		ids[i] = runningJobRow(t, d, claim)
+		h.add(ids[i], claim, func() { t.Errorf("execution %d was told its claim is lost", i) })
+	}
+	beaten := map[uuid.UUID]int{}
+	for slice := 0; slice < beatSlices; slice++ {
+		before := map[uuid.UUID]time.Time{}
+		for _, id := range ids {
+			before[id] = heartbeatAt(t, d, id)
+		}
+		if err := h.beatSlice(ctx, slice); err != nil {
+			t.Fatal(err)
+		}
+		touched := 0
+		for _, id := range ids {
+			if heartbeatAt(t, d, id).After(before[id]) {
+				beaten[id]++
+				touched++
+			}
+		}
+		if touched != n/beatSlices {
+			t.Errorf("slice %d beat %d executions, want %d", slice, touched, n/beatSlices)
+		}
+	}
+	for i, id := range ids {
+		if beaten[id] != 1 {
+			t.Errorf("execution %d was beaten %d times over the slices, want once", i, beaten[id])
+		}
+	}
+}

@@ -268,7 +268,9 @@ func (h *Hub) deliverLoop(ctx context.Context) {
 	}
 }
 
-// handle delivers one batch, reading a range from the table first.
+// handle delivers one batch, reading a range from the table first. The batch is put in order
+// first and then handed to each subscriber whole, so a subscriber's writer finds the chunks
+// of one flush queued together and sends them in one write.
 func (h *Hub) handle(ctx context.Context, b batch) {
 	chunks := b.chunks
 	if chunks == nil {
@@ -281,6 +283,8 @@ func (h *Hub) handle(ctx context.Context, b batch) {
 		}
 	}
 	now := time.Now()
+	ordered := make([]db.OutputChunk, 0, len(chunks))
+	defer func() { h.fanOut(ordered) }()
 	for _, c := range chunks {
 		k := attemptKey{c.JobID, c.Attempt}
 		prev := h.last[k] // an attempt not seen yet counts as delivered up to seq 0
@@ -295,20 +299,30 @@ func (h *Hub) handle(ctx context.Context, b batch) {
 				}
 				return
 			}
-			for _, g := range gap {
-				h.fanOut(g)
-			}
+			ordered = append(ordered, gap...)
 		}
 		h.last[k] = lastSeen{seq: c.Seq, at: now}
-		h.fanOut(c)
+		ordered = append(ordered, c)
 	}
 }
 
-// fanOut gives c to every subscriber that may see it; a full subscriber is dropped.
-func (h *Hub) fanOut(c db.OutputChunk) {
+// fanOut gives chunks, in order, to every subscriber that may see them; a full subscriber is
+// dropped.
+func (h *Hub) fanOut(chunks []db.OutputChunk) {
+	if len(chunks) == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
+		s.sendLocked(chunks)
+	}
+}
+
+// sendLocked queues the chunks s may see; when s has no room left it is dropped for falling
+// behind. The hub's lock is held.
+func (s *Subscription) sendLocked(chunks []db.OutputChunk) {
+	for _, c := range chunks {
 		if !s.filter.allows(c) {
 			continue
 		}
@@ -317,6 +331,7 @@ func (h *Hub) fanOut(c db.OutputChunk) {
 		default:
 			s.lagged = true
 			s.closeLocked()
+			return
 		}
 	}
 }
