@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,24 +37,7 @@ func TestOrgRunningCap(t *testing.T) {
 		}
 		b = append(b, s)
 	}
-	var most atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			var n int64
-			if e.d.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
-				Where("org_id = ? AND state = 'running'", e.o).Scan(context.Background(), &n) == nil && n > most.Load() {
-				most.Store(n)
-			}
-		}
-	}()
+	most := sampleMostRunning(t, e, e.o)
 	start := time.Now()
 	startRuntime(t, e, e.s, 10)
 	for _, s := range b {
@@ -76,8 +58,6 @@ func TestOrgRunningCap(t *testing.T) {
 	for _, s := range a {
 		waitFor(t, 30*time.Second, "org A's backlog", func() bool { return e.job(s.JobID).State == "succeeded" })
 	}
-	close(stop)
-	<-sampled
 	var span float64
 	if err := e.d.Bun.QueryRowContext(context.Background(), `SELECT extract(epoch FROM max(finished_at) - min(started_at))
 FROM sa_job WHERE org_id = ?`, e.o).Scan(&span); err != nil {

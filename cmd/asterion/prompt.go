@@ -27,24 +27,12 @@ func (c *cli) promptRun(ctx context.Context, args []string) error {
 	if strings.TrimSpace(text) == "" {
 		return usagef("usage: asterion prompt run [--user NAME] TEXT")
 	}
-	st, err := c.jobsSettings()
+	svc, v, closeDB, err := c.promptService(ctx, cm, *user)
 	if err != nil {
 		return err
 	}
-	cn, err := c.connect(ctx, cm, false, 2)
-	if err != nil {
-		return err
-	}
-	defer cn.close()
-	p, err := identity.NewService(cn.bun).PrincipalByName(ctx, *user)
-	if err != nil {
-		return err
-	}
-	svc, err := c.newJobsService(cn, st, nil)
-	if err != nil {
-		return err
-	}
-	res, err := svc.RunSync(ctx, jobs.Viewer{OrgID: p.OrgID, UserID: p.UserID, OrgWide: p.SeesOrg(), AllOrgs: p.SeesAllOrgs()}, text)
+	defer closeDB()
+	res, err := svc.RunSync(ctx, v, text)
 	if err != nil {
 		return err
 	}
@@ -97,24 +85,11 @@ func (c *cli) promptSubmit(ctx context.Context, args []string) error {
 		}
 		scheduled = &t
 	}
-	st, err := c.jobsSettings()
+	svc, v, closeDB, err := c.promptService(ctx, cm, *user)
 	if err != nil {
 		return err
 	}
-	cn, err := c.connect(ctx, cm, false, 2)
-	if err != nil {
-		return err
-	}
-	defer cn.close()
-	p, err := identity.NewService(cn.bun).PrincipalByName(ctx, *user)
-	if err != nil {
-		return err
-	}
-	svc, err := c.newJobsService(cn, st, nil)
-	if err != nil {
-		return err
-	}
-	v := jobs.Viewer{OrgID: p.OrgID, UserID: p.UserID, OrgWide: p.SeesOrg(), AllOrgs: p.SeesAllOrgs()}
+	defer closeDB()
 	out, err := svc.Submit(ctx, jobs.SubmitRequest{Viewer: v, Prompt: text, Priority: priority, ScheduledFor: scheduled})
 	var verr *jobs.ValidationError
 	if errors.As(err, &verr) {
@@ -181,4 +156,28 @@ func fieldProblems(fields map[string]string) string {
 		parts[i] = k + " " + fields[k]
 	}
 	return strings.Join(parts, "; ")
+}
+
+// promptService connects to the database and builds the jobs service the prompt commands run
+// prompts through, with the viewer of user; closeDB ends the connection.
+func (c *cli) promptService(ctx context.Context, cm *common, user string) (svc *jobs.Service, v jobs.Viewer, closeDB func(), err error) {
+	st, err := c.jobsSettings()
+	if err != nil {
+		return nil, v, nil, err
+	}
+	cn, err := c.connect(ctx, cm, false, 2)
+	if err != nil {
+		return nil, v, nil, err
+	}
+	p, err := identity.NewService(cn.bun).PrincipalByName(ctx, user)
+	if err != nil {
+		cn.close()
+		return nil, v, nil, err
+	}
+	if svc, err = c.newJobsService(cn, st, nil); err != nil {
+		cn.close()
+		return nil, v, nil, err
+	}
+	v = jobs.Viewer{OrgID: p.OrgID, UserID: p.UserID, OrgWide: p.SeesOrg(), AllOrgs: p.SeesAllOrgs()}
+	return svc, v, func() { cn.close() }, nil
 }
