@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,7 +85,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			if job.RunningHeartbeatAt != nil {
 				age = now.Sub(*job.RunningHeartbeatAt)
 			}
-			if age < s.cfg.StaleAfter && !s.deadHere(job, workerID) {
+			if age < s.cfg.StaleAfter && !s.beats.orphaned(job, workerID) {
 				res = claimResult{outcome: claimWait, wait: s.cfg.StaleAfter - age, reason: "previous execution may be alive"}
 				return nil
 			}
@@ -129,19 +128,6 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 		return nil
 	})
 	return res, err
-}
-
-// deadHere reports whether a running job's claim is one this process made and no execution of
-// it holds: the claim committed while its worker saw an error (a connection that timed out
-// reading the commit's answer), so nothing runs the job. Its heartbeat is fresh but proves
-// nothing; waiting for it to go stale would leave the job idle for StaleAfter. A vehicle of a
-// running job is fetched again only after its previous attempt ended, so no execution of this
-// process is between its claim and its first heartbeat registration.
-func (s *Service) deadHere(job db.Job, workerID string) bool {
-	if job.WorkerClaim == nil || !strings.HasPrefix(*job.WorkerClaim, workerID+"/") {
-		return false
-	}
-	return !s.beats.holds(*job.WorkerClaim)
 }
 
 // claimQueued moves a queued job still carried by riverJobID to running under claim, in one

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+
+	"asterion/db"
 )
 
 // beatSlices is how many parts the executions are split into, each beaten in its own statement
@@ -79,6 +82,19 @@ func (h *heartbeats) holds(claim string) bool {
 		}
 	}
 	return false
+}
+
+// orphaned reports whether a running job's claim is one worker workerID of this process made
+// and no execution of it holds: the claim committed while its worker saw an error (a
+// connection that timed out reading the commit's answer), so nothing runs the job. Its
+// heartbeat is fresh but proves nothing, and waiting for it to go stale would leave the job
+// idle that long. A vehicle of a running job is fetched again only after its previous attempt
+// ended, so no execution of this process is between its claim and its registration here.
+func (h *heartbeats) orphaned(job db.Job, workerID string) bool {
+	if job.WorkerClaim == nil || !strings.HasPrefix(*job.WorkerClaim, workerID+"/") {
+		return false
+	}
+	return !h.holds(*job.WorkerClaim)
 }
 
 // loop beats one slice every interval ÷ beatSlices while executions run, so each execution
