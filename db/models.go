@@ -107,6 +107,11 @@ type Job struct {
 	WaitingFor *string `bun:"waiting_for"`
 	// ScheduledFor is the time a scheduled prompt asked to run at.
 	ScheduledFor *time.Time `bun:"scheduled_for"`
+	// ProgressChunks and ProgressTokens are what the running attempt had written at its last
+	// heartbeat (output chunks, about one token a provider piece). Only the heartbeat and the
+	// claim change them.
+	ProgressChunks int `bun:"progress_chunks"`
+	ProgressTokens int `bun:"progress_tokens"`
 }
 
 // Edge links two entities; a response flows from its prompt.

@@ -40,7 +40,7 @@ type jobUsageJSON struct {
 // jobUsageOf reads a job's progress and its attempts' usage. The attempt running now has no
 // usage row yet: it is listed with what it has written so far.
 func (s *Server) jobUsageOf(ctx context.Context, j db.Job) (jobUsageJSON, error) {
-	chunks, pieces, err := db.OutputProgress(ctx, s.deps.Jobs.DB(), j.ID, j.Attempt)
+	chunks, pieces, err := s.deps.Jobs.OutputProgress(ctx, j)
 	if err != nil {
 		return jobUsageJSON{}, err
 	}

@@ -24,6 +24,7 @@ func TestJobDocumentCarriesUsageAndProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Output, cfg.Usage = w, m
+		cfg.HeartbeatInterval = 50 * time.Millisecond
 	}})
 	u := f.user(t, "acme", "alice", identity.RoleMember)
 	type doc struct {

@@ -30,6 +30,8 @@ func liveOutputConfig(t *testing.T) liveServerConfig {
 				t.Fatal(err)
 			}
 			cfg.Output = w
+			// The job pages show the progress the heartbeats carry: beat often enough to see it grow.
+			cfg.HeartbeatInterval = 50 * time.Millisecond
 		},
 		Deps: func(d *dbtest.DB, deps *Deps) {
 			var err error

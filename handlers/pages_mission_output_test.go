@@ -26,7 +26,8 @@ func (e *missionEnv) startRunning(t *testing.T, jobID uuid.UUID) {
 	}
 }
 
-// writeChunks stores chunks of attempt 1 of a job, numbered from seq first.
+// writeChunks stores chunks of attempt 1 of a job, numbered from seq first, and the progress
+// a heartbeat of its execution would record.
 func (e *missionEnv) writeChunks(t *testing.T, jobID uuid.UUID, first int, texts ...string) {
 	t.Helper()
 	for i, text := range texts {
@@ -35,6 +36,12 @@ func (e *missionEnv) writeChunks(t *testing.T, jobID uuid.UUID, first int, texts
 			SELECT id, 1, ?, ?, 1, prompt_id, org_id, created_by FROM sa_job WHERE id = ?`, first+i, text, jobID); err != nil {
 			t.Fatalf("write chunk %d of job %s: %v", first+i, jobID, err)
 		}
+	}
+	// What the running execution's next heartbeat would carry.
+	if _, err := e.db.Bun.ExecContext(context.Background(),
+		`UPDATE sa_job SET progress_chunks = progress_chunks + ?, progress_tokens = progress_tokens + ?
+		WHERE id = ? AND state = 'running'`, len(texts), len(texts), jobID); err != nil {
+		t.Fatalf("record the progress of job %s: %v", jobID, err)
 	}
 }
 

@@ -115,7 +115,7 @@ type rateSample struct {
 const rateWindow = 60 * time.Second
 
 // sampleSQL measures the queue in one round trip: the running jobs (partial index
-// idx_heartbeat), the mean run time of the last 50 jobs that ran to an end, and the jobs
+// idx_job_running), the mean run time of the last 50 jobs that ran to an end, and the jobs
 // finished in the last minute (both on idx_job_finished, bounded).
 const sampleSQL = `SELECT
 	(SELECT count(*) FROM sa_job WHERE state = 'running') AS running,

@@ -166,7 +166,8 @@ func relaxedCommit(tx bun.IDB) *db.Batch {
 func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 	return change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
 		set: []clause{is("worker_claim = ?", claim), is("claimed_at = now()"), is("started_at = now()"),
-			is("running_heartbeat_at = now()"), is("finished_at = NULL"), is("waiting_for = NULL")},
+			is("running_heartbeat_at = now()"), is("finished_at = NULL"), is("waiting_for = NULL"),
+			is("progress_chunks = 0"), is("progress_tokens = 0")},
 		where: []clause{is("river_job_id = ?", riverJobID), is(notPausedSQL)}}
 }
 
@@ -208,15 +209,17 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	_ = json.Unmarshal(job.ExecutionOptions, &opts)
 	callCtx, cancelCall := context.WithCancelCause(ctx)
 	defer cancelCall(nil)
-	removeBeat := s.beats.add(job.ID, claim, func() { cancelCall(errClaimLost) })
+	var out *output.Stream
+	var progress func() output.Progress
+	if s.cfg.Output != nil {
+		out = s.cfg.Output.Open(output.Ref{JobID: job.ID, Attempt: job.Attempt, Claim: claim})
+		progress = out.Progress
+	}
+	removeBeat := s.beats.add(job.ID, claim, progress, func() { cancelCall(errClaimLost) })
 	// A cancelled execution must not prove liveness any more, even while its provider call
 	// has yet to return.
 	stopBeatOnCancel := context.AfterFunc(callCtx, removeBeat)
 	defer stopBeatOnCancel()
-	var out *output.Stream
-	if s.cfg.Output != nil {
-		out = s.cfg.Output.Open(output.Ref{JobID: job.ID, Attempt: job.Attempt, Claim: claim})
-	}
 	started := time.Now()
 	depth := 0
 	if opts.Depth != nil {

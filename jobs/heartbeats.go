@@ -13,17 +13,13 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/output"
 )
 
-// beatSlices is how many parts the executions are split into, each beaten in its own statement
-// at its own point of the interval: an interval's statements stay as few however many run,
-// and thousands of executions touch their rows a slice at a time, never in one long update
-// that takes the database from everything else for as long.
-const beatSlices = 8
-
-// heartbeats proves every execution of this process alive once per interval with at most
-// beatSlices statements, however many run: LLM calls are long, and a process may hold
-// thousands at once.
+// heartbeats proves every execution of this process alive, and records what each has written
+// so far, once per interval in one statement however many run: LLM calls are long, and a
+// process may hold thousands at once. The statement is a heap-only update of each job row (no
+// index covers what it writes), so thousands of rows cost little more than one.
 type heartbeats struct {
 	db    *bun.DB
 	every time.Duration
@@ -33,16 +29,14 @@ type heartbeats struct {
 	execs map[*beating]struct{}
 	// looping is set while loop runs: from the first execution added to the last removed.
 	looping bool
-	// nextSlice is the slice the next execution added joins, so slices stay even.
-	nextSlice int
 }
 
 // beating is one execution the heartbeats keep alive.
 type beating struct {
 	jobID uuid.UUID
 	claim string
-	// slice is which of the interval's beatSlices statements beats it.
-	slice int
+	// progress says what the execution has written so far (nil: it writes no output).
+	progress func() output.Progress
 	// lost is called once when a heartbeat finds the job no longer running under the claim
 	// (cancelled or reclaimed), so the execution abandons its provider call.
 	lost func()
@@ -52,12 +46,11 @@ func newHeartbeats(bunDB *bun.DB, every time.Duration, log *slog.Logger) *heartb
 	return &heartbeats{db: bunDB, every: every, log: log, execs: map[*beating]struct{}{}}
 }
 
-// add keeps the execution of jobID under claim alive until the returned remove is called.
-func (h *heartbeats) add(jobID uuid.UUID, claim string, lost func()) (remove func()) {
-	b := &beating{jobID: jobID, claim: claim, lost: lost}
+// add keeps the execution of jobID under claim alive until the returned remove is called;
+// each beat also records progress() (nil: nothing written).
+func (h *heartbeats) add(jobID uuid.UUID, claim string, progress func() output.Progress, lost func()) (remove func()) {
+	b := &beating{jobID: jobID, claim: claim, progress: progress, lost: lost}
 	h.mu.Lock()
-	b.slice = h.nextSlice
-	h.nextSlice = (h.nextSlice + 1) % beatSlices
 	h.execs[b] = struct{}{}
 	start := !h.looping
 	h.looping = true
@@ -97,13 +90,12 @@ func (h *heartbeats) orphaned(job db.Job, workerID string) bool {
 	return !h.holds(*job.WorkerClaim)
 }
 
-// loop beats one slice every interval ÷ beatSlices while executions run, so each execution
-// is beaten once per interval (the first time within one interval of being added), and ends
-// with the last.
+// loop beats every execution once per interval while executions run (the first time within
+// one interval of being added), and ends with the last.
 func (h *heartbeats) loop() {
-	t := time.NewTicker(max(h.every/beatSlices, time.Millisecond))
+	t := time.NewTicker(max(h.every, time.Millisecond))
 	defer t.Stop()
-	for tick := 0; ; tick = (tick + 1) % beatSlices {
+	for {
 		<-t.C
 		h.mu.Lock()
 		if len(h.execs) == 0 {
@@ -113,47 +105,48 @@ func (h *heartbeats) loop() {
 		}
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), max(h.every, 5*time.Second))
-		if err := h.beatSlice(ctx, tick); err != nil {
+		if err := h.beat(ctx); err != nil {
 			h.log.Warn("heartbeat failed", "err", err)
 		}
 		cancel()
 	}
 }
 
-// heartbeatSQL touches the heartbeat of every listed execution still running under its claim
-// and returns the jobs it touched; the list comes as one JSON array so the text never changes.
+// heartbeatSQL touches the heartbeat of every listed execution still running under its claim,
+// records its progress, and returns the jobs it touched; the list comes as one JSON array so
+// the text never changes.
 const heartbeatSQL = `WITH v AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, claim text)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, claim text, chunks integer, tokens integer)
 )
-UPDATE sa_job j SET running_heartbeat_at = now()
+UPDATE sa_job j SET running_heartbeat_at = now(), progress_chunks = v.chunks, progress_tokens = v.tokens
 FROM v
 WHERE j.id = v.id AND j.state = 'running' AND j.worker_claim = v.claim
 RETURNING j.id`
 
 // beat sends one heartbeat for every execution and tells those whose claim is gone.
-func (h *heartbeats) beat(ctx context.Context) error { return h.beatSlice(ctx, -1) }
-
-// beatSlice sends one heartbeat for every execution of slice (all of them when slice is
-// negative) and tells those whose claim is gone.
-func (h *heartbeats) beatSlice(ctx context.Context, slice int) error {
+func (h *heartbeats) beat(ctx context.Context) error {
 	h.mu.Lock()
-	execs := make([]*beating, 0, len(h.execs)/beatSlices+1)
+	execs := make([]*beating, 0, len(h.execs))
 	for b := range h.execs {
-		if slice < 0 || b.slice == slice {
-			execs = append(execs, b)
-		}
+		execs = append(execs, b)
 	}
 	h.mu.Unlock()
 	if len(execs) == 0 {
 		return nil
 	}
 	type row struct {
-		ID    uuid.UUID `json:"id"`
-		Claim string    `json:"claim"`
+		ID     uuid.UUID `json:"id"`
+		Claim  string    `json:"claim"`
+		Chunks int       `json:"chunks"`
+		Tokens int       `json:"tokens"`
 	}
 	list := make([]row, len(execs))
 	for i, b := range execs {
 		list[i] = row{ID: b.jobID, Claim: b.claim}
+		if b.progress != nil {
+			p := b.progress()
+			list[i].Chunks, list[i].Tokens = p.Chunks, p.Pieces
+		}
 	}
 	payload, err := json.Marshal(list)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"asterion/db"
 	"asterion/db/dbtest"
+	"asterion/jobs/output"
 )
 
 // runningJobRow writes an org, a user, a prompt and a job running under claim.
@@ -63,7 +65,7 @@ func TestHeartbeatsBeatEveryExecutionAndReportLostClaims(t *testing.T) {
 	for i := range ids {
 		claim := "w/" + uuid.NewString()[:8]
 		ids[i] = runningJobRow(t, d, claim)
-		h.add(ids[i], claim, func() { lost[i].Add(1) })
+		h.add(ids[i], claim, nil, func() { lost[i].Add(1) })
 	}
 	if _, err := d.Bun.NewRaw("UPDATE sa_job SET state = 'cancelled', worker_claim = NULL WHERE id = ?", ids[7]).Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -95,7 +97,7 @@ func TestHeartbeatsRemoveStopsBeating(t *testing.T) {
 	h := newHeartbeats(d.Bun, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	claim := "w/x"
 	id := runningJobRow(t, d, claim)
-	remove := h.add(id, claim, func() { t.Error("a removed execution was told its claim is lost") })
+	remove := h.add(id, claim, nil, func() { t.Error("a removed execution was told its claim is lost") })
 	remove()
 	if _, err := d.Bun.NewRaw("UPDATE sa_job SET worker_claim = NULL WHERE id = ?", id).Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -117,7 +119,7 @@ func TestHeartbeatsBeatOnTheirOwn(t *testing.T) {
 	claim := "w/own"
 	id := runningJobRow(t, d, claim)
 	lost := make(chan struct{})
-	defer h.add(id, claim, func() { close(lost) })()
+	defer h.add(id, claim, nil, func() { close(lost) })()
 	deadline := time.Now().Add(10 * time.Second)
 	for !heartbeatAt(t, d, id).After(time.Now().Add(-time.Minute)) {
 		if time.Now().After(deadline) {
@@ -135,43 +137,99 @@ func TestHeartbeatsBeatOnTheirOwn(t *testing.T) {
 	}
 }
 
-// TestHeartbeatsSlicesSplitTheExecutions: the loop's statements each beat one slice, the
-// slices are even, and together they beat every execution exactly once.
-func TestHeartbeatsSlicesSplitTheExecutions(t *testing.T) {
+// TestHeartbeatsCarryProgress: each beat records what every execution has written so far, in
+// its job row, and a later beat records the later figures.
+func TestHeartbeatsCarryProgress(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := context.Background()
 	h := newHeartbeats(d.Bun, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := 2 * beatSlices
+	const n = 20
 	ids := make([]uuid.UUID, n)
+	var written [n]atomic.Int64
 	for i := range ids {
 		claim := "w/" + uuid.NewString()[:8]
 		ids[i] = runningJobRow(t, d, claim)
-		h.add(ids[i], claim, func() { t.Errorf("execution %d was told its claim is lost", i) })
+		written[i].Store(int64(i))
+		h.add(ids[i], claim, func() output.Progress {
+			w := int(written[i].Load())
+			return output.Progress{Chunks: w, Pieces: 3 * w}
+		}, func() { t.Errorf("execution %d was told its claim is lost", i) })
 	}
-	beaten := map[uuid.UUID]int{}
-	for slice := 0; slice < beatSlices; slice++ {
-		before := map[uuid.UUID]time.Time{}
-		for _, id := range ids {
-			before[id] = heartbeatAt(t, d, id)
-		}
-		if err := h.beatSlice(ctx, slice); err != nil {
+	// The job without output beside them records none.
+	quiet := runningJobRow(t, d, "w/quiet")
+	h.add(quiet, "w/quiet", nil, func() { t.Error("the quiet execution was told its claim is lost") })
+	for round := 1; round <= 2; round++ {
+		if err := h.beat(ctx); err != nil {
 			t.Fatal(err)
 		}
-		touched := 0
-		for _, id := range ids {
-			if heartbeatAt(t, d, id).After(before[id]) {
-				beaten[id]++
-				touched++
+		for i, id := range ids {
+			var j db.Job
+			if err := d.Bun.NewSelect().Model(&j).Where("id = ?", id).Scan(ctx); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if touched != n/beatSlices {
-			t.Errorf("slice %d beat %d executions, want %d", slice, touched, n/beatSlices)
+			if want := int(written[i].Load()); j.ProgressChunks != want || j.ProgressTokens != 3*want {
+				t.Errorf("round %d, execution %d: progress %d chunks %d tokens, want %d and %d",
+					round, i, j.ProgressChunks, j.ProgressTokens, want, 3*want)
+			}
+			written[i].Add(5)
 		}
 	}
-	for i, id := range ids {
-		if beaten[id] != 1 {
-			t.Errorf("execution %d was beaten %d times over the slices, want once", i, beaten[id])
+	var q db.Job
+	if err := d.Bun.NewSelect().Model(&q).Where("id = ?", quiet).Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q.ProgressChunks != 0 || q.ProgressTokens != 0 || !q.RunningHeartbeatAt.After(time.Now().Add(-time.Minute)) {
+		t.Errorf("the quiet execution: progress %d/%d, heartbeat %v", q.ProgressChunks, q.ProgressTokens, q.RunningHeartbeatAt)
+	}
+}
+
+// TestHeartbeatIsAHeapOnlyUpdate: the heartbeat statement changes no indexed column of a job
+// row, nor its updated_at (which is indexed), so PostgreSQL can write a beat as a heap-only
+// update and one statement can beat thousands of running jobs at little cost. An index on
+// what it writes, or a trigger moving updated_at, makes this fail.
+func TestHeartbeatIsAHeapOnlyUpdate(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	claim := "w/" + uuid.NewString()[:8]
+	id := runningJobRow(t, d, claim)
+	var before db.Job
+	if err := d.Bun.NewSelect().Model(&before).Where("id = ?", id).Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal([]map[string]any{{"id": id, "claim": claim, "chunks": 4, "tokens": 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Bun.DB.ExecContext(ctx, heartbeatSQL, string(payload)); err != nil {
+		t.Fatal(err)
+	}
+	var after db.Job
+	if err := d.Bun.NewSelect().Model(&after).Where("id = ?", id).Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !after.UpdatedAt.Equal(before.UpdatedAt) || !after.RunningHeartbeatAt.After(*before.RunningHeartbeatAt) || after.ProgressChunks != 4 {
+		t.Errorf("after a beat: updated_at %v (was %v), heartbeat %v (was %v), chunks %d",
+			after.UpdatedAt, before.UpdatedAt, after.RunningHeartbeatAt, before.RunningHeartbeatAt, after.ProgressChunks)
+	}
+	rows, err := d.Bun.DB.QueryContext(ctx, `SELECT indexdef FROM pg_indexes WHERE tablename = 'sa_job'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var def string
+		if err := rows.Scan(&def); err != nil {
+			t.Fatal(err)
 		}
+		for _, written := range []string{"running_heartbeat_at", "progress_chunks", "progress_tokens"} {
+			if strings.Contains(def, written) {
+				t.Errorf("an index covers %s, which every heartbeat writes: %s", written, def)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
