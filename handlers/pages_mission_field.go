@@ -43,6 +43,9 @@ func (s *Server) missionField(ctx context.Context, v jobs.Viewer, csrf string) (
 	for _, it := range fresh {
 		read[it.Prompt.ID.String()] = it
 	}
+	// The cached drops join the fresh ones: the slices are sized once for the whole field.
+	r.drops = append(make([]views.MissionDrop, 0, len(r.drops)+len(hits)), r.drops...)
+	r.items = append(make([]jobs.MissionItem, 0, len(r.items)+len(hits)), r.items...)
 	for _, mv := range versions {
 		if e := hits[mv.PromptID.String()]; e != nil {
 			r.drops = append(r.drops, e.drop)

@@ -26,9 +26,11 @@ type MissionVersion struct {
 // missionVersionsSQL is missionFieldSQL narrowed to the prompt's id and its newest job's id,
 // state and updated_at: the same newest $3 prompts of org $1 and user $2, with no text, no
 // response and no superseded jobs. It runs with parameters, so the connection keeps it
-// prepared and PostgreSQL plans it once per connection instead of on every reload.
+// prepared and PostgreSQL plans it once per connection instead of on every reload; updated_at
+// comes as microseconds since the epoch, which a reload reads back much faster than a
+// timestamp's text.
 const missionVersionsSQL = `
-SELECT p.id, j.id, j.state, j.updated_at
+SELECT p.id, j.id, j.state, (extract(epoch FROM j.updated_at) * 1000000)::bigint
 FROM sa_entity AS p
 JOIN LATERAL (
     SELECT x.id, x.state, x.updated_at
@@ -62,9 +64,11 @@ func (s *Reads) MissionVersions(ctx context.Context, v Viewer, limit int) (time.
 	out := make([]MissionVersion, 0, limit)
 	for rows.Next() {
 		var mv MissionVersion
-		if err := rows.Scan(&mv.PromptID, &mv.JobID, &mv.State, &mv.UpdatedAt); err != nil {
+		var micros int64
+		if err := rows.Scan(&mv.PromptID, &mv.JobID, &mv.State, &micros); err != nil {
 			return time.Time{}, nil, fmt.Errorf("scan a mission version: %w", err)
 		}
+		mv.UpdatedAt = time.UnixMicro(micros)
 		out = append(out, mv)
 	}
 	if err := rows.Err(); err != nil {
