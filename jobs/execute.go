@@ -301,19 +301,16 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 		// the response); a second write of one provider answer fails on the response's primary
 		// key, and the whole transaction with it.
 		rows := db.NewBatch(tx)
-		if err := rows.Insert(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
+		response := db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
 			ParentID: &prompt.ID, CausationID: &job.ID, SourceRefs: refs, TruthClass: "generated", StateClass: "settled",
-			OrgID: job.OrgID, CreatedBy: job.CreatedBy}); err != nil {
-			return fmt.Errorf("insert response: %w", err)
-		}
-		if err := rows.Insert(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}); err != nil {
-			return fmt.Errorf("insert edge: %w", err)
-		}
-		if err := rows.Insert(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
+			OrgID: job.OrgID, CreatedBy: job.CreatedBy}
+		rows.Insert(response.InsertStatement())
+		edge := db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}
+		rows.Insert(edge.InsertStatement())
+		ledger := db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
 			Provider: resp.Provider, Model: resp.Model, RequestID: resp.RequestID, PromptTokens: resp.PromptTokens,
-			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}); err != nil {
-			return fmt.Errorf("insert ledger row: %w", err)
-		}
+			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}
+		rows.Insert(ledger.InsertStatement())
 		result, _ := json.Marshal(map[string]string{"prompt_id": job.PromptID.String(), "job_id": job.ID.String(), "response_id": rid.String()})
 		after := db.NewBatch(tx)
 		var err error
@@ -331,9 +328,7 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 		if err != nil {
 			return err
 		}
-		if err := after.Insert(entry); err != nil {
-			return err
-		}
+		after.Insert(entry.InsertStatement())
 		return after.Exec(ctx, tx)
 	})
 	switch {
@@ -387,9 +382,7 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 		if err != nil {
 			return err
 		}
-		if err := after.Insert(entry); err != nil {
-			return err
-		}
+		after.Insert(entry.InsertStatement())
 		return after.Exec(ctx, tx)
 	})
 	switch {

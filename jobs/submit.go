@@ -232,9 +232,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 		// Everything after the River insert reaches the database in one round trip.
 		b := db.NewBatch(tx)
 		prompt, nj := req.accepted(promptID, correlation)
-		if err := b.Insert(&prompt); err != nil {
-			return fmt.Errorf("insert prompt: %w", err)
-		}
+		b.Insert(prompt.InsertStatement())
 		job, handle, err := s.enqueueTx(ctx, tx, b, nj)
 		if err != nil {
 			return err
@@ -387,10 +385,9 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJ
 		return db.Job{}, deferred.Handle{}, err
 	}
 	w := writesTo(tx, b)
-	for _, model := range []any{&rows.op, &rows.history, &rows.job, rows.event} {
-		if err := w.insert(model); err != nil {
-			return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
-		}
+	for _, s := range []db.Statement{rows.op.InsertStatement(), rows.history.InsertStatement(), rows.job.InsertStatement(),
+		rows.event.InsertStatement()} {
+		w.insert(s)
 	}
 	if err := w.flush(ctx); err != nil {
 		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)

@@ -231,9 +231,7 @@ func publishJob(ctx context.Context, tx bun.IDB, b *db.Batch, job db.Job, opStat
 		return err
 	}
 	w := writesTo(tx, b)
-	if err := w.insert(row); err != nil {
-		return fmt.Errorf("publish job event: %w", err)
-	}
+	w.insert(row.InsertStatement())
 	return w.flush(ctx)
 }
 

@@ -25,9 +25,9 @@ func writesTo(idb bun.IDB, b *db.Batch) writes {
 	return writes{idb: idb, b: db.NewBatch(idb), own: true}
 }
 
-// insert appends the INSERT of a bun model; a batch of inserts only runs as one prepared
+// insert appends the insert of one row; a batch of inserts only runs as one prepared
 // statement (see db.Batch).
-func (w writes) insert(model any) error { return w.b.Insert(model) }
+func (w writes) insert(s db.Statement) { w.b.Insert(s) }
 
 // flush runs the statements now when the batch is the step's own; a caller's batch is left to
 // its caller.

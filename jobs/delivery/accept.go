@@ -118,9 +118,7 @@ func (ds *Deliveries) acceptTx(ctx context.Context, tx bun.Tx, b *db.Batch, prom
 	if err != nil {
 		return err
 	}
-	if err := b.Insert(entry); err != nil {
-		return err
-	}
+	b.Insert(entry.InsertStatement())
 	if own {
 		return b.Exec(ctx, tx)
 	}

@@ -74,13 +74,9 @@ func WriteOperation(ctx context.Context, tx bun.IDB, b *db.Batch, op Locked, cha
 		entry = &e
 	}
 	w := writesTo(tx, b)
-	if err := w.update(&op.Operation); err != nil {
-		return op, fmt.Errorf("update operation %s: %w", id, err)
-	}
+	w.update(op.Operation.UpdateStatement())
 	if entry != nil {
-		if err := w.insert(entry); err != nil {
-			return op, fmt.Errorf("append history of operation %s: %w", id, err)
-		}
+		w.insert(entry.InsertStatement())
 	}
 	if err := w.flush(ctx); err != nil {
 		return op, fmt.Errorf("update operation %s: %w", id, err)
@@ -96,12 +92,8 @@ func (r *Registry) RecordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, 
 		return db.Operation{}, err
 	}
 	w := writesTo(tx, b)
-	if err := w.insert(&op); err != nil {
-		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
-	}
-	if err := w.insert(&entry); err != nil {
-		return db.Operation{}, fmt.Errorf("append history of operation %s: %w", op.ID, err)
-	}
+	w.insert(op.InsertStatement())
+	w.insert(entry.InsertStatement())
 	if err := w.flush(ctx); err != nil {
 		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
 	}

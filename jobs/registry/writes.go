@@ -25,9 +25,9 @@ func writesTo(idb bun.IDB, b *db.Batch) writes {
 	return writes{idb: idb, b: db.NewBatch(idb), own: true}
 }
 
-func (w writes) insert(model any) error { return w.b.Insert(model) }
+func (w writes) insert(s db.Statement) { w.b.Insert(s) }
 
-func (w writes) update(model any) error { return w.b.Update(model) }
+func (w writes) update(s db.Statement) { w.b.Update(s) }
 
 // flush runs the statements now when the batch is the step's own; a caller's batch is left to
 // its caller.
