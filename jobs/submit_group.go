@@ -88,7 +88,7 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 	}
 	// Table by table, in the order of their references, so each table's rows go as one
 	// multi-row INSERT of the one statement the batch becomes.
-	b := db.NewBatch(tx)
+	w := db.NewWrites(tx)
 	for _, row := range []func(*groupedPrompt) db.Statement{
 		func(gp *groupedPrompt) db.Statement { return gp.prompt.InsertStatement() },
 		func(gp *groupedPrompt) db.Statement { return gp.rows.op.InsertStatement() },
@@ -97,10 +97,10 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 		func(gp *groupedPrompt) db.Statement { return gp.rows.event.InsertStatement() },
 	} {
 		for k := range prompts {
-			b.Insert(row(&prompts[k]))
+			w.Insert(row(&prompts[k]))
 		}
 	}
-	if err := b.Exec(ctx, tx); err != nil {
+	if err := w.Send(ctx); err != nil {
 		return fmt.Errorf("submit %d prompts: %w", len(prompts), err)
 	}
 	for _, gp := range prompts {
