@@ -12,7 +12,7 @@ import (
 )
 
 // Batch collects write statements that need no answer and sends them to PostgreSQL in one
-// round trip.
+// round trip. It is the composition under Writes, through which the application writes.
 //
 // A batch of rows added with Insert only goes out as one statement with parameters (each row
 // an INSERT in a WITH clause), which the connection prepares once and afterwards only binds

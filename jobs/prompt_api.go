@@ -63,7 +63,7 @@ func Audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, 
 	return audit(ctx, tx, orgID, actorID, actor, action, subjectType, subjectID, detail)
 }
 
-// AuditEntry is the row Audit writes, for a caller that batches it.
+// AuditEntry is the row Audit writes, for a caller that adds it to its Writes.
 func AuditEntry(orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*db.AuditEntry, error) {
 	return auditEntry(orgID, actorID, actor, action, subjectType, subjectID, detail)
 }

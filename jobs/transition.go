@@ -260,7 +260,7 @@ func audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, 
 	return nil
 }
 
-// auditEntry is the statement audit runs, for a caller that batches it.
+// auditEntry is the row audit writes, for a caller that adds it to its Writes.
 func auditEntry(orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*db.AuditEntry, error) {
 	raw, err := json.Marshal(detail)
 	if err != nil {

@@ -143,7 +143,7 @@ func Publish(ctx context.Context, tx bun.IDB, op db.Operation) error {
 	return nil
 }
 
-// OperationEvent is the statement Publish runs, for a caller that batches it.
+// OperationEvent is the statement Publish runs, for a caller that adds it to its Writes.
 func OperationEvent(tx bun.IDB, op db.Operation) (*bun.InsertQuery, error) {
 	payload, err := json.Marshal(map[string]any{"operation_id": op.ID, "kind": op.Kind, "status": op.Status,
 		"updated_at": op.UpdatedAt.UTC()})
