@@ -152,10 +152,12 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 }
 
 // relaxCommit adds to w the setting of a transaction whose commit need not wait for the WAL
-// to reach the disk: a claim. It travels with the claim's last writes. Losing one in a database crash is the same as it never happening:
-// the job is queued again (a watcher that saw it running sees it queued, then running again),
-// the worker's result is dropped for lack of the claim, and the job runs again, as the design
-// already allows for a crashed execution. Acceptance and every terminal state stay durable.
+// to reach the disk: a claim. It is added after the claim's UPDATE, whose read would otherwise
+// send it first in a round trip of its own, and travels with the claim's last writes. Losing
+// a claim in a database crash is the same as it never happening: the job is queued again (a
+// watcher that saw it running sees it queued, then running again), the worker's result is
+// dropped for lack of the claim, and the job runs again, as the design already allows for a
+// crashed execution. Acceptance and every terminal state stay durable.
 func relaxCommit(w *db.Writes) {
 	w.SetLocal("synchronous_commit", "off")
 }
