@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -13,7 +12,7 @@ import (
 )
 
 // Batch collects write statements that need no answer and sends them to PostgreSQL in one
-// round trip.
+// round trip. It is the composition under Writes, through which the application writes.
 //
 // A batch of rows added with Insert only goes out as one statement with parameters (each row
 // an INSERT in a WITH clause), which the connection prepares once and afterwards only binds
@@ -29,9 +28,8 @@ import (
 // Either way the first failing statement fails the whole batch (and the transaction), and the
 // statements run only at Exec: a read made before Exec does not see them.
 type Batch struct {
-	gen    schema.QueryGen
-	tables *schema.Tables
-	parts  []batchPart
+	gen   schema.QueryGen
+	parts []batchPart
 }
 
 // batchPart is one statement: text ready to send, or, for the kinds written with parameters,
@@ -61,50 +59,37 @@ const (
 
 // NewBatch starts an empty batch formatted for idb's dialect.
 func NewBatch(idb bun.IDB) *Batch {
-	return &Batch{gen: idb.NewSelect().DB().QueryGen(), tables: idb.Dialect().Tables()}
+	return &Batch{gen: idb.NewSelect().DB().QueryGen()}
 }
 
-// Insert appends the INSERT of a bun model (a pointer to its struct), written the way bun
-// would write it. The model's values are read now. A row of the same table and columns as the
-// insert just before it joins that insert as another row of VALUES: one statement writing
-// many rows costs PostgreSQL little more than one writing a single row, and rows inserted
-// together cannot see one another either way.
-func (b *Batch) Insert(model any) error {
-	text, args, err := insertParams(b.tables, model)
-	if err != nil {
-		return err
-	}
+// Insert appends the insert of one row, s (an entity's InsertStatement: one row of VALUES
+// with its arguments). An insert of the same text as the insert just before it joins that
+// insert as another row of VALUES: one statement writing many rows costs PostgreSQL little
+// more than one writing a single row, and rows inserted together cannot see one another
+// either way.
+func (b *Batch) Insert(s Statement) {
 	if n := len(b.parts); n > 0 {
 		last := &b.parts[n-1]
-		if last.kind == partInsert && last.row == text && len(last.args)+len(args) <= maxInsertArgs {
-			last.text += ", " + text[strings.LastIndex(text, " VALUES (")+len(" VALUES "):]
-			last.args = append(last.args, args...)
-			return nil
+		if last.kind == partInsert && last.row == s.SQL && len(last.args)+len(s.Args) <= maxInsertArgs {
+			last.text += ", " + s.SQL[strings.LastIndex(s.SQL, " VALUES (")+len(" VALUES "):]
+			last.args = append(last.args, s.Args...)
+			return
 		}
 	}
-	_, table, _ := modelTable(b.tables, model)
-	b.parts = append(b.parts, batchPart{text: text, args: args, kind: partInsert, table: table.Name, row: text})
-	return nil
+	b.parts = append(b.parts, batchPart{text: s.SQL, args: s.Args, kind: partInsert, table: s.Table, row: s.SQL})
 }
 
-// Update appends the UPDATE of every column of a bun model's row, picked by its primary key
-// (bun's Model(model).WherePK()). The model's values are read now. A batch sent as one
-// statement may update a table only once: two updates of one row in one statement would
-// not see each other.
-func (b *Batch) Update(model any) error {
-	text, args, err := updateParams(b.tables, model)
-	if err != nil {
-		return err
-	}
-	table := b.tables.Get(reflect.TypeOf(model).Elem()).Name
-	b.parts = append(b.parts, batchPart{text: text, args: args, kind: partUpdate, table: table})
-	return nil
+// Update appends an UPDATE with parameters, s (such as an entity's UpdateStatement). A batch
+// sent as one statement may update a table only once: two updates of one row in one
+// statement would not see each other.
+func (b *Batch) Update(s Statement) {
+	b.parts = append(b.parts, batchPart{text: s.SQL, args: s.Args, kind: partUpdate, table: s.Table})
 }
 
 // UpdateSQL appends an UPDATE of table written by hand, its ? placeholders filled by args as
 // parameters; like Update, it can travel in one statement with the batch's other writes.
 func (b *Batch) UpdateSQL(table, query string, args ...any) {
-	b.parts = append(b.parts, batchPart{text: query, args: args, kind: partUpdate, table: table})
+	b.Update(Statement{Table: table, SQL: query, Args: args})
 }
 
 // SetLocal appends a setting for the rest of the transaction (SET LOCAL name = value).

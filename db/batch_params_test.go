@@ -3,12 +3,10 @@ package db_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -16,133 +14,6 @@ import (
 	"asterion/db"
 	"asterion/db/dbtest"
 )
-
-// upProbeDDL is ip_probe with its nullzero columns nullable, so that what an UPDATE writes
-// for a zero nullzero field (NULL or the column's DEFAULT) shows column by column rather
-// than as a not-null violation.
-const upProbeDDL = ipProbeDDL + `;
-ALTER TABLE ip_probe ALTER COLUMN doc DROP NOT NULL, ALTER COLUMN created_at DROP NOT NULL`
-
-// seedProbe is the row before the update: its body differs from every row of ipCases, so an
-// update that does not happen shows.
-func seedProbe(id uuid.UUID) *ipProbe {
-	other := uuid.MustParse("6a1c3e7e-0000-4000-8000-000000000001")
-	return &ipProbe{ID: id, Ref: &other, Body: "seed", Doc: json.RawMessage(`{"seed": 1}`), Extra: json.RawMessage(`"seed"`),
-		Tags: map[string]any{"seed": true}, Big: 1, Small: 1, Level: 1, Flag: true, CreatedAt: explicit.Add(-48 * time.Hour),
-		At: explicit.Add(-24 * time.Hour), SeenAt: ptr(explicit.Add(-time.Hour)), Note: ptr("seed")}
-}
-
-// TestBatchUpdateWritesWhatBunWrites updates, case by case, one of two equal rows with bun's
-// Model(m).WherePK() update and the other with Batch.Update of the same values, in the same
-// transaction (so now() agrees), and compares the rows column by column: with parameters
-// (the batch alone) and inlined (the batch holding a text statement too).
-func TestBatchUpdateWritesWhatBunWrites(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d := newDBWith(ctx, t, upProbeDDL)
-	forms := []struct {
-		name  string
-		extra func(b *db.Batch)
-	}{
-		{"with parameters", func(*db.Batch) {}},
-		{"inlined among text statements", func(b *db.Batch) { b.AddSQL("SELECT 1") }},
-	}
-	for _, form := range forms {
-		for _, c := range ipCases() {
-			t.Run(form.name+"/"+c.name, func(t *testing.T) {
-				t.Parallel()
-				bunID, batchID := uuid.New(), uuid.New()
-				err := d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-					for _, id := range []uuid.UUID{bunID, batchID} {
-						if _, err := tx.NewInsert().Model(seedProbe(id)).Exec(ctx); err != nil {
-							return fmt.Errorf("seed: %w", err)
-						}
-					}
-					if _, err := tx.NewUpdate().Model(c.make(bunID)).WherePK().Exec(ctx); err != nil {
-						return fmt.Errorf("bun update: %w", err)
-					}
-					b := db.NewBatch(tx)
-					if err := b.Update(c.make(batchID)); err != nil {
-						return fmt.Errorf("batch update: %w", err)
-					}
-					form.extra(b)
-					if err := b.Exec(ctx, tx); err != nil {
-						return fmt.Errorf("batch exec: %w", err)
-					}
-					compareProbes(ctx, t, tx, bunID, batchID, nil)
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-			})
-		}
-	}
-}
-
-const upColsDDL = `CREATE TABLE up_cols (id bigint PRIMARY KEY, body text NOT NULL,
-	x text NOT NULL DEFAULT 'kept', y text NOT NULL DEFAULT 'kept');
-INSERT INTO up_cols (id, body) VALUES (1, 'seed'), (2, 'seed')`
-
-// upCols has the two kinds of field bun's UPDATE leaves out: read only (scanonly) and not
-// updated (skipupdate).
-type upCols struct {
-	bun.BaseModel `bun:"table:up_cols"`
-	ID            int64  `bun:"id,pk"`
-	Body          string `bun:"body"`
-	X             string `bun:"x,scanonly"`
-	Y             string `bun:"y,skipupdate"`
-}
-
-func TestBatchUpdateLeavesColumnsBunDoesNotWrite(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d := newDBWith(ctx, t, upColsDDL)
-	if _, err := d.Bun.NewUpdate().Model(&upCols{ID: 1, Body: "new", X: "written", Y: "written"}).WherePK().Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b := db.NewBatch(d.Bun)
-	if err := b.Update(&upCols{ID: 2, Body: "new", X: "written", Y: "written"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Exec(ctx, d.Bun); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[int64][3]string{}
-	for _, id := range []int64{1, 2} {
-		var r [3]string
-		if err := d.Bun.QueryRowContext(ctx, "SELECT body, x, y FROM up_cols WHERE id = ?", id).Scan(&r[0], &r[1], &r[2]); err != nil {
-			t.Fatal(err)
-		}
-		rows[id] = r
-	}
-	for i, col := range []string{"body", "x (scanonly)", "y (skipupdate)"} {
-		if got, want := rows[2][i], rows[1][i]; got != want {
-			t.Errorf("column %s: batch wrote %q, bun wrote %q", col, got, want)
-		}
-	}
-	if rows[2][0] != "new" || rows[2][1] != "kept" {
-		t.Errorf("batch row %q, want body new and x kept", rows[2])
-	}
-}
-
-func TestBatchUpdateRejectsModelsItCannotWrite(t *testing.T) {
-	t.Parallel()
-	d := dbtest.New(t)
-	type noPK struct {
-		bun.BaseModel `bun:"table:ip_parent"`
-		Name          string `bun:"name"`
-	}
-	b := db.NewBatch(d.Bun)
-	for _, m := range []any{ipParent{}, (*ipParent)(nil), &noPK{Name: "x"}} {
-		if err := b.Update(m); err == nil {
-			t.Errorf("Update accepted %T", m)
-		}
-	}
-	if b.Len() != 0 {
-		t.Errorf("Len %d after rejected updates, want 0", b.Len())
-	}
-}
 
 // fkFixture is a database with ip_parent and ip_child, two committed parents and a child of
 // the first, and a pinned connection, whose session state (prepared statements, settings)
@@ -234,13 +105,10 @@ func readChild(ctx context.Context, t *testing.T, idb bun.IDB, id uuid.UUID) ipC
 	return c
 }
 
-func insertAll(b *db.Batch, models ...any) error {
-	for _, m := range models {
-		if err := b.Insert(m); err != nil {
-			return err
-		}
+func insertAll(b *db.Batch, rows ...db.Statement) {
+	for _, r := range rows {
+		b.Insert(r)
 	}
-	return nil
 }
 
 // TestBatchInsertAndUpdatesGoAsOneStatement: inserts and a model update, of distinct tables,
@@ -255,12 +123,8 @@ func TestBatchInsertAndUpdatesGoAsOneStatement(t *testing.T) {
 	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		before := len(preparedStatements(ctx, t, tx, ""))
 		b := db.NewBatch(tx)
-		if err := b.Insert(&ipParent{ID: p2, Name: "inserted"}); err != nil {
-			return err
-		}
-		if err := b.Update(&ipChild{ID: f.child, ParentID: p2, Body: moved}); err != nil {
-			return err
-		}
+		b.Insert((&ipParent{ID: p2, Name: "inserted"}).insert())
+		b.Update((&ipChild{ID: f.child, ParentID: p2, Body: moved}).update())
 		if err := b.Exec(ctx, tx); err != nil {
 			return err
 		}
@@ -302,11 +166,9 @@ func TestBatchInsertsOfOneShapeGoAsMultiRowInserts(t *testing.T) {
 	p1, p2, p3, c1, c2 := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
 	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		b := db.NewBatch(tx)
-		if err := insertAll(b, &ipParent{ID: p1, Name: "one"}, &ipParent{ID: p2, Name: tricky},
-			&ipChild{ID: c1, ParentID: p1, Body: "of one"}, &ipChild{ID: c2, ParentID: p2, Body: "of two"},
-			&ipParent{ID: p3, Name: "three"}); err != nil {
-			return err
-		}
+		insertAll(b, (&ipParent{ID: p1, Name: "one"}).insert(), (&ipParent{ID: p2, Name: tricky}).insert(),
+			(&ipChild{ID: c1, ParentID: p1, Body: "of one"}).insert(), (&ipChild{ID: c2, ParentID: p2, Body: "of two"}).insert(),
+			(&ipParent{ID: p3, Name: "three"}).insert())
 		if b.Len() != 3 {
 			t.Errorf("Len %d, want 3 statements (parents, children, parent)", b.Len())
 		}
@@ -353,15 +215,19 @@ func TestBatchUpdatesOfOneTableRunInOrder(t *testing.T) {
 		want [2]string // names of p0 and p1 after
 	}{
 		{"two rows", func(b *db.Batch) error {
-			return errors.Join(b.Update(&ipParent{ID: p0, Name: "first"}), b.Update(&ipParent{ID: p1, Name: "second"}))
+			b.Update((&ipParent{ID: p0, Name: "first"}).update())
+			b.Update((&ipParent{ID: p1, Name: "second"}).update())
+			return nil
 		}, [2]string{"first", "second"}},
 		{"one row twice", func(b *db.Batch) error {
-			return errors.Join(b.Update(&ipParent{ID: p0, Name: "first"}), b.Update(&ipParent{ID: p0, Name: "second"}))
+			b.Update((&ipParent{ID: p0, Name: "first"}).update())
+			b.Update((&ipParent{ID: p0, Name: "second"}).update())
+			return nil
 		}, [2]string{"second", "p1"}},
 		{"model update then written update", func(b *db.Batch) error {
-			err := b.Update(&ipParent{ID: p0, Name: "first"})
+			b.Update((&ipParent{ID: p0, Name: "first"}).update())
 			appendName(b, p0, " then ?")
-			return err
+			return nil
 		}, [2]string{"first then ?", "p1"}},
 		{"two written updates", func(b *db.Batch) error {
 			appendName(b, p0, "+a")
@@ -370,9 +236,9 @@ func TestBatchUpdatesOfOneTableRunInOrder(t *testing.T) {
 		}, [2]string{"p0+a+b", "p1"}},
 		{"insert then an update of the inserted row", func(b *db.Batch) error {
 			// The update names p1 only after the insert: in one statement it would miss it.
-			err := b.Insert(&ipParent{ID: uuid.New(), Name: "new"})
+			b.Insert((&ipParent{ID: uuid.New(), Name: "new"}).insert())
 			b.UpdateSQL("ip_parent", "UPDATE ip_parent SET name = 'saw ' || (SELECT string_agg(name, ',' ORDER BY name) FROM ip_parent WHERE name = 'new') WHERE id = ?", p1)
-			return err
+			return nil
 		}, [2]string{"p0", "saw new"}},
 	}
 	for _, c := range cases {
@@ -429,7 +295,7 @@ func TestBatchSetLocalLastsForTheTransaction(t *testing.T) {
 		form string
 	}{
 		{"only settings", nil, "SELECT set_config($1, $2, true), set_config($3, $4, true)"},
-		{"with inserts", func(b *db.Batch, p *ipParent) error { return b.Insert(p) },
+		{"with inserts", func(b *db.Batch, p *ipParent) error { b.Insert(p.insert()); return nil },
 			`WITH b0 AS (INSERT INTO "ip_parent" ("id", "name") VALUES ($1, $2)) SELECT set_config($3, $4, true), set_config($5, $6, true)`},
 		{"with a text statement", func(b *db.Batch, p *ipParent) error {
 			b.AddSQL("INSERT INTO ip_parent (id, name) VALUES (?, ?)", p.ID, p.Name)
@@ -489,9 +355,7 @@ func TestBatchScanWithRunsTheWritesInTheStatement(t *testing.T) {
 	var moved ipChild
 	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		b := db.NewBatch(tx)
-		if err := insertAll(b, &ipParent{ID: p2, Name: "new ? $1"}, &ipChild{ID: c2, ParentID: p2, Body: "new child"}); err != nil {
-			return err
-		}
+		insertAll(b, (&ipParent{ID: p2, Name: "new ? $1"}).insert(), (&ipChild{ID: c2, ParentID: p2, Body: "new child"}).insert())
 		err := b.ScanWith(ctx, tx, &moved, "UPDATE ip_child SET parent_id = ?, body = ? WHERE id = ? RETURNING *", p2, tricky, f.child)
 		if err != nil {
 			return err
@@ -536,9 +400,7 @@ func TestBatchScanWithContinuesTheQuerysWithClause(t *testing.T) {
 	var moved ipChild
 	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		b := db.NewBatch(tx)
-		if err := b.Insert(&ipParent{ID: p2, Name: "with ? clause"}); err != nil {
-			return err
-		}
+		b.Insert((&ipParent{ID: p2, Name: "with ? clause"}).insert())
 		err := b.ScanWith(ctx, tx, &moved,
 			"WITH m AS (UPDATE ip_child SET parent_id = ?, body = ? WHERE id = ? RETURNING *) SELECT m.* FROM m", p2, tricky, f.child)
 		if err != nil {
@@ -562,9 +424,7 @@ func TestBatchScanWithNoRow(t *testing.T) {
 	f := newFKFixture(ctx, t)
 	err := f.conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		b := db.NewBatch(tx)
-		if err := b.Insert(&ipParent{ID: uuid.New(), Name: "written all the same"}); err != nil {
-			return err
-		}
+		b.Insert((&ipParent{ID: uuid.New(), Name: "written all the same"}).insert())
 		var got ipChild
 		err := b.ScanWith(ctx, tx, &got, "UPDATE ip_child SET body = ? WHERE id = ? RETURNING *", "x", uuid.New())
 		if n := countRows(ctx, t, tx, "ip_parent"); n != 3 {
@@ -603,9 +463,7 @@ func TestBatchScanWithFallsBackToExecThenScan(t *testing.T) {
 			rolledBack(ctx, t, f.conn, func(ctx context.Context, tx bun.Tx) error {
 				id := uuid.New()
 				b := db.NewBatch(tx)
-				if err := b.Insert(&ipParent{ID: id, Name: "fresh"}); err != nil {
-					return err
-				}
+				b.Insert((&ipParent{ID: id, Name: "fresh"}).insert())
 				c.add(b, id)
 				var got ipParent
 				if err := b.ScanWith(ctx, tx, &got, query, id); err != nil {

@@ -63,10 +63,14 @@ func (s *Service) cancelTx(ctx context.Context, tx bun.Tx, job db.Job, errorKind
 	if State(job.State) == StateRunning {
 		outcome = CancelAborted
 	}
-	out, err := s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateQueued, StateRunning}, to: StateCancelled,
+	w := db.NewWrites(tx)
+	out, err := s.apply(ctx, w, change{jobID: job.ID, from: []State{StateQueued, StateRunning}, to: StateCancelled,
 		set: append(cancelledSet(errorKind), is("cancel_outcome = ?", outcome))})
 	if errors.Is(err, errNoChange) {
 		return db.Job{}, fmt.Errorf("cancel job %s: %w", job.ID, ErrConflict)
+	}
+	if err == nil {
+		err = w.Send(ctx)
 	}
 	if err != nil {
 		return db.Job{}, err

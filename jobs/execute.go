@@ -114,14 +114,13 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			res = claimResult{outcome: claimWait, wait: orgPausedRecheck, reason: "the org is paused"}
 			return nil
 		}
-		b := relaxedCommit(tx)
-		ch := claimChange(job.ID, riverJobID, c)
-		ch.batch = b
-		claimedJob, err := s.apply(ctx, tx, ch)
+		w := db.NewWrites(tx)
+		claimedJob, err := s.apply(ctx, w, claimChange(job.ID, riverJobID, c))
 		if err != nil {
 			return err
 		}
-		if err := b.Exec(ctx, tx); err != nil {
+		relaxCommit(w)
+		if err := w.Send(ctx); err != nil {
 			return err
 		}
 		res = claimResult{outcome: claimed, job: claimedJob, claim: c}
@@ -139,27 +138,28 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 		if err := s.admit.underRunningCap(ctx, tx, orgID); err != nil {
 			return err
 		}
-		b := relaxedCommit(tx)
+		w := db.NewWrites(tx)
 		ch := claimChange(jobID, riverJobID, claim)
-		ch.batch, ch.prompt = b, true
+		ch.prompt = true
 		var err error
-		if moved, err = s.move(ctx, tx, ch); err != nil {
+		if moved, err = s.move(ctx, w, ch); err != nil {
 			return err
 		}
-		return b.Exec(ctx, tx)
+		relaxCommit(w)
+		return w.Send(ctx)
 	})
 	return moved, err
 }
 
-// relaxedCommit starts the batch of a transaction whose commit need not wait for the WAL to
-// reach the disk: a claim. Losing one in a database crash is the same as it never happening:
-// the job is queued again (a watcher that saw it running sees it queued, then running again),
-// the worker's result is dropped for lack of the claim, and the job runs again, as the design
-// already allows for a crashed execution. Acceptance and every terminal state stay durable.
-func relaxedCommit(tx bun.IDB) *db.Batch {
-	b := db.NewBatch(tx)
-	b.SetLocal("synchronous_commit", "off")
-	return b
+// relaxCommit adds to w the setting of a transaction whose commit need not wait for the WAL
+// to reach the disk: a claim. It is added after the claim's UPDATE, whose read would otherwise
+// send it first in a round trip of its own, and travels with the claim's last writes. Losing
+// a claim in a database crash is the same as it never happening: the job is queued again (a
+// watcher that saw it running sees it queued, then running again), the worker's result is
+// dropped for lack of the claim, and the job runs again, as the design already allows for a
+// crashed execution. Acceptance and every terminal state stay durable.
+func relaxCommit(w *db.Writes) {
+	w.SetLocal("synchronous_commit", "off")
 }
 
 // claimChange is the queued → running change of a claim.
@@ -303,25 +303,19 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 		// The response rows travel in the same statement as the job's UPDATE (which references
 		// the response); a second write of one provider answer fails on the response's primary
 		// key, and the whole transaction with it.
-		rows := db.NewBatch(tx)
-		if err := rows.Insert(&db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
+		response := db.Entity{ID: rid, Kind: "response", Body: resp.Text, CorrelationID: prompt.CorrelationID,
 			ParentID: &prompt.ID, CausationID: &job.ID, SourceRefs: refs, TruthClass: "generated", StateClass: "settled",
-			OrgID: job.OrgID, CreatedBy: job.CreatedBy}); err != nil {
-			return fmt.Errorf("insert response: %w", err)
-		}
-		if err := rows.Insert(&db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}); err != nil {
-			return fmt.Errorf("insert edge: %w", err)
-		}
-		if err := rows.Insert(&db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
+			OrgID: job.OrgID, CreatedBy: job.CreatedBy}
+		edge := db.Edge{Kind: "flows-to", FromID: prompt.ID, ToID: rid, OrgID: job.OrgID}
+		ledger := db.LedgerEntry{JobID: job.ID, PromptID: job.PromptID, ResponseID: rid, OrgID: job.OrgID,
 			Provider: resp.Provider, Model: resp.Model, RequestID: resp.RequestID, PromptTokens: resp.PromptTokens,
-			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}); err != nil {
-			return fmt.Errorf("insert ledger row: %w", err)
-		}
+			CompletionTokens: resp.CompletionTokens, DurationMS: took.Milliseconds()}
+		rows := []db.Statement{response.InsertStatement(), edge.InsertStatement(), ledger.InsertStatement()}
 		result, _ := json.Marshal(map[string]string{"prompt_id": job.PromptID.String(), "job_id": job.ID.String(), "response_id": rid.String()})
-		after := db.NewBatch(tx)
+		w := db.NewWrites(tx)
 		var err error
-		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateSucceeded, claim: claim, result: result,
-			with: rows, batch: after, set: []clause{is("response_id = ?", rid), is("finished_at = now()"), is("error_kind = NULL"),
+		final, err = s.apply(ctx, w, change{jobID: job.ID, from: []State{StateRunning}, to: StateSucceeded, claim: claim, result: result,
+			with: rows, set: []clause{is("response_id = ?", rid), is("finished_at = now()"), is("error_kind = NULL"),
 				is("error_message = NULL")}})
 		if db.IsUniqueViolation(err, "sa_entity_pkey") {
 			return errDuplicateResponse
@@ -334,10 +328,8 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 		if err != nil {
 			return err
 		}
-		if err := after.Insert(entry); err != nil {
-			return err
-		}
-		return after.Exec(ctx, tx)
+		w.Insert(entry.InsertStatement())
+		return w.Send(ctx)
 	})
 	switch {
 	case errors.Is(err, errNoChange), errors.Is(err, errDuplicateResponse):
@@ -373,15 +365,18 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 			return err
 		}
 		var err error
+		w := db.NewWrites(tx)
 		if decision.Retry {
-			final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateQueued, claim: claim,
+			final, err = s.apply(ctx, w, change{jobID: job.ID, from: []State{StateRunning}, to: StateQueued, claim: claim,
 				set: []clause{is("attempt = attempt + 1"), is("error_kind = ?", kind), is("error_message = ?", msg),
 					is("worker_claim = NULL"), is("scheduled_at = now() + ?::interval", fmt.Sprintf("%d milliseconds", decision.Delay.Milliseconds()))}})
-			return err
+			if err != nil {
+				return err
+			}
+			return w.Send(ctx)
 		}
-		after := db.NewBatch(tx)
-		final, err = s.apply(ctx, tx, change{jobID: job.ID, from: []State{StateRunning}, to: StateFailed, claim: claim,
-			batch: after, set: []clause{is("error_kind = ?", kind), is("error_message = ?", msg), is("finished_at = now()")}})
+		final, err = s.apply(ctx, w, change{jobID: job.ID, from: []State{StateRunning}, to: StateFailed, claim: claim,
+			set: []clause{is("error_kind = ?", kind), is("error_message = ?", msg), is("finished_at = now()")}})
 		if err != nil {
 			return err
 		}
@@ -390,10 +385,8 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 		if err != nil {
 			return err
 		}
-		if err := after.Insert(entry); err != nil {
-			return err
-		}
-		return after.Exec(ctx, tx)
+		w.Insert(entry.InsertStatement())
+		return w.Send(ctx)
 	})
 	switch {
 	case errors.Is(err, errNoChange):

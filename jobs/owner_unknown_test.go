@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 
 	"asterion/db"
 	"asterion/jobs/deferred"
+	"asterion/jobs/registry"
 )
 
 // forgetfulOwner is a test owner that no longer knows any of its operations.
@@ -64,7 +66,7 @@ func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err = s.reg.RecordAccepted(ctx, tx, nil, h, org, user, h.OperationID); err != nil {
+		if _, err = recordAccepted(ctx, s.reg, tx, h, org, user, h.OperationID); err != nil {
 			return err
 		}
 		// Not due until the runtime starts below.
@@ -73,7 +75,7 @@ func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = s.reg.RecordAccepted(ctx, tx, nil, steady, org, user, steady.OperationID)
+		_, err = recordAccepted(ctx, s.reg, tx, steady, org, user, steady.OperationID)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -156,4 +158,15 @@ func waitForCond(t *testing.T, timeout time.Duration, what string, cond func() b
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// recordAccepted records h's registry row in tx at once, as a caller outside a job transition
+// does.
+func recordAccepted(ctx context.Context, reg *registry.Registry, tx bun.Tx, h deferred.Handle, org, user int64, correlation uuid.UUID) (db.Operation, error) {
+	w := db.NewWrites(tx)
+	op, err := reg.RecordAccepted(w, h, org, user, correlation)
+	if err != nil {
+		return op, err
+	}
+	return op, w.Send(ctx)
 }

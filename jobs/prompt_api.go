@@ -33,8 +33,16 @@ type QueuedPrompt struct {
 // job and its operation's handle.
 func (s *Service) EnqueueTx(ctx context.Context, tx bun.Tx, q QueuedPrompt) (db.Job, deferred.Handle, error) {
 	opts, _ := json.Marshal(ExecutionOptions{})
-	return s.enqueueTx(ctx, tx, nil, newJob{promptID: q.PromptID, priority: q.Priority, maxAttempts: DefaultMaxAttempt,
+	w := db.NewWrites(tx)
+	job, handle, err := s.enqueueTx(ctx, w, newJob{promptID: q.PromptID, priority: q.Priority, maxAttempts: DefaultMaxAttempt,
 		options: opts, orgID: q.OrgID, userID: q.UserID, correlation: q.Correlation})
+	if err == nil {
+		err = w.Send(ctx)
+	}
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, err
+	}
+	return job, handle, nil
 }
 
 // CancelJobTx cancels job, which tx has locked; errorKind marks why (KindExpired for an
@@ -55,7 +63,7 @@ func Audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, 
 	return audit(ctx, tx, orgID, actorID, actor, action, subjectType, subjectID, detail)
 }
 
-// AuditEntry is the row Audit writes, for a caller that batches it.
+// AuditEntry is the row Audit writes, for a caller that adds it to its Writes.
 func AuditEntry(orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*db.AuditEntry, error) {
 	return auditEntry(orgID, actorID, actor, action, subjectType, subjectID, detail)
 }

@@ -138,17 +138,25 @@ func (s *Service) reclaimTx(ctx context.Context, tx bun.Tx, j db.Job, now time.T
 			}
 			vehicle = &id
 		}
-		out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateQueued,
+		w := db.NewWrites(tx)
+		out, err := s.apply(ctx, w, change{jobID: j.ID, from: []State{StateRunning}, to: StateQueued,
 			set: requeueSet(vehicle)})
+		if err == nil {
+			err = w.Send(ctx)
+		}
 		if err != nil {
 			return db.Job{}, err
 		}
 		return out, audit(ctx, tx, j.OrgID, nil, "reclaimer", "job.reclaimed", "job", j.ID.String(),
 			map[string]any{"attempt": j.Attempt, "claim": deref(j.WorkerClaim)})
 	}
-	out, err := s.apply(ctx, tx, change{jobID: j.ID, from: []State{StateRunning}, to: StateFailed,
+	w := db.NewWrites(tx)
+	out, err := s.apply(ctx, w, change{jobID: j.ID, from: []State{StateRunning}, to: StateFailed,
 		set: []clause{is("error_kind = ?", KindStuck), is("error_message = ?", "no heartbeat and no attempts or time left"),
 			is("finished_at = now()")}})
+	if err == nil {
+		err = w.Send(ctx)
+	}
 	if err != nil {
 		return db.Job{}, err
 	}

@@ -229,21 +229,21 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 		} else {
 			correlation = promptID
 		}
-		// Everything after the River insert reaches the database in one round trip.
-		b := db.NewBatch(tx)
+		// Everything after the River insert reaches the database in one round trip: one
+		// statement, whose foreign keys are checked at its end, so the prompt may follow the
+		// job that runs it.
+		w := db.NewWrites(tx)
 		prompt, nj := req.accepted(promptID, correlation)
-		if err := b.Insert(&prompt); err != nil {
-			return fmt.Errorf("insert prompt: %w", err)
-		}
-		job, handle, err := s.enqueueTx(ctx, tx, b, nj)
+		job, handle, err := s.enqueueTx(ctx, w, nj)
 		if err != nil {
 			return err
 		}
+		w.Insert(prompt.InsertStatement())
 		if req.IdempotencyKey != "" {
-			b.UpdateSQL("sa_idempotency", "UPDATE sa_idempotency SET prompt_id = ?, job_id = ? WHERE user_id = ? AND key = ?",
+			w.UpdateSQL("sa_idempotency", "UPDATE sa_idempotency SET prompt_id = ?, job_id = ? WHERE user_id = ? AND key = ?",
 				promptID, job.ID, req.Viewer.UserID, req.IdempotencyKey)
 		}
-		if err := b.Exec(ctx, tx); err != nil {
+		if err := w.Send(ctx); err != nil {
 			return fmt.Errorf("submit prompt: %w", err)
 		}
 		out = Submitted{PromptID: promptID, JobID: job.ID, State: StateQueued, Operation: handle}
@@ -368,16 +368,20 @@ const QueuePrompts = "prompts"
 // count (see Worker).
 const vehicleMaxAttempts = 25
 
-// enqueueTx writes a queued job with its registry row and its River vehicle in tx. The River
-// insert runs at once (its id goes on the job, its created_at is the transaction's clock);
-// the other writes go through b, or run at once when b is nil.
-func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJob) (db.Job, deferred.Handle, error) {
+// enqueueTx writes a queued job with its registry row and its River vehicle in w's
+// transaction. The River insert runs at once, after the writes w held (its id goes on the job,
+// its created_at is the transaction's clock); the other writes are left in w.
+func (s *Service) enqueueTx(ctx context.Context, w *db.Writes, nj newJob) (db.Job, deferred.Handle, error) {
 	jobID := uuid.New()
 	if !nj.trace.IsValid() {
 		// A job queued outside Submit (a retry, a chain step) continues the caller's trace.
 		nj.trace = trace.SpanContextFromContext(ctx)
 	}
 	v := nj.vehicle(jobID)
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
+	}
 	res, err := s.insert.InsertTx(ctx, tx.Tx, v.Args, v.InsertOpts)
 	if err != nil {
 		return db.Job{}, deferred.Handle{}, fmt.Errorf("enqueue river job: %w", err)
@@ -386,14 +390,9 @@ func (s *Service) enqueueTx(ctx context.Context, tx bun.Tx, b *db.Batch, nj newJ
 	if err != nil {
 		return db.Job{}, deferred.Handle{}, err
 	}
-	w := writesTo(tx, b)
-	for _, model := range []any{&rows.op, &rows.history, &rows.job, rows.event} {
-		if err := w.insert(model); err != nil {
-			return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
-		}
-	}
-	if err := w.flush(ctx); err != nil {
-		return db.Job{}, deferred.Handle{}, fmt.Errorf("insert job: %w", err)
+	for _, s := range []db.Statement{rows.op.InsertStatement(), rows.history.InsertStatement(), rows.job.InsertStatement(),
+		rows.event.InsertStatement()} {
+		w.Insert(s)
 	}
 	return rows.job, rows.handle, nil
 }

@@ -88,21 +88,19 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 	}
 	// Table by table, in the order of their references, so each table's rows go as one
 	// multi-row INSERT of the one statement the batch becomes.
-	b := db.NewBatch(tx)
-	for _, row := range []func(*groupedPrompt) any{
-		func(gp *groupedPrompt) any { return &gp.prompt },
-		func(gp *groupedPrompt) any { return &gp.rows.op },
-		func(gp *groupedPrompt) any { return &gp.rows.history },
-		func(gp *groupedPrompt) any { return &gp.rows.job },
-		func(gp *groupedPrompt) any { return gp.rows.event },
+	w := db.NewWrites(tx)
+	for _, row := range []func(*groupedPrompt) db.Statement{
+		func(gp *groupedPrompt) db.Statement { return gp.prompt.InsertStatement() },
+		func(gp *groupedPrompt) db.Statement { return gp.rows.op.InsertStatement() },
+		func(gp *groupedPrompt) db.Statement { return gp.rows.history.InsertStatement() },
+		func(gp *groupedPrompt) db.Statement { return gp.rows.job.InsertStatement() },
+		func(gp *groupedPrompt) db.Statement { return gp.rows.event.InsertStatement() },
 	} {
 		for k := range prompts {
-			if err := b.Insert(row(&prompts[k])); err != nil {
-				return fmt.Errorf("submit prompts: %w", err)
-			}
+			w.Insert(row(&prompts[k]))
 		}
 	}
-	if err := b.Exec(ctx, tx); err != nil {
+	if err := w.Send(ctx); err != nil {
 		return fmt.Errorf("submit %d prompts: %w", len(prompts), err)
 	}
 	for _, gp := range prompts {

@@ -38,22 +38,26 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 		if err := tx.NewSelect().Model(&prompt).Where("id = ?", old.PromptID).Scan(ctx); err != nil {
 			return fmt.Errorf("load prompt %s: %w", old.PromptID, err)
 		}
-		job, handle, err := s.enqueueTx(ctx, tx, nil, newJob{promptID: old.PromptID, priority: old.Priority,
+		w := db.NewWrites(tx)
+		job, handle, err := s.enqueueTx(ctx, w, newJob{promptID: old.PromptID, priority: old.Priority,
 			maxAttempts: old.MaxAttempts, options: old.ExecutionOptions, orgID: old.OrgID, userID: old.CreatedBy,
 			correlation: prompt.CorrelationID, supersedes: &old.ID, model: optionsOf(old).Model,
 			tokens: provider.EstimateTokens(prompt.Body)})
 		if err != nil {
 			return err
 		}
-		if _, err := s.apply(ctx, tx, change{jobID: old.ID, from: []State{State(old.State)}, to: StateSuperseded}); err != nil {
+		if _, err := s.apply(ctx, w, change{jobID: old.ID, from: []State{State(old.State)}, to: StateSuperseded}); err != nil {
 			return err
 		}
 		if old.OperationID != nil {
-			if _, err := registry.UpdateOperation(ctx, tx, nil, *old.OperationID, func(op *db.Operation) {
+			if _, err := registry.UpdateOperation(ctx, w, *old.OperationID, func(op *db.Operation) {
 				op.SuccessorID = &handle.OperationID
 			}); err != nil {
 				return err
 			}
+		}
+		if err := w.Send(ctx); err != nil {
+			return err
 		}
 		out = Retried{Job: job, Operation: handle}
 		return audit(ctx, tx, old.OrgID, actor.UserID, actor.Name, "job.retried", "job", old.ID.String(),

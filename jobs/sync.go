@@ -46,19 +46,22 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 		if err != nil {
 			return err
 		}
-		if _, err := s.reg.RecordAccepted(ctx, tx, nil, handle, v.OrgID, v.UserID, promptID); err != nil {
+		w := db.NewWrites(tx)
+		if _, err := s.reg.RecordAccepted(w, handle, v.OrgID, v.UserID, promptID); err != nil {
 			return err
 		}
 		opts, _ := json.Marshal(req.Options)
 		queued := db.Job{ID: jobID, PromptID: promptID, State: string(StateQueued), Priority: *req.Priority, Attempt: 1,
 			MaxAttempts: 1, ExecutionOptions: opts, OrgID: v.OrgID, CreatedBy: v.UserID, OperationID: &handle.OperationID}
-		if _, err := tx.NewInsert().Model(&queued).Exec(ctx); err != nil {
-			return fmt.Errorf("insert job: %w", err)
-		}
-		job, err = s.apply(ctx, tx, change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
+		w.Insert(queued.InsertStatement())
+		// The job's UPDATE sends the registry row and the job before it runs.
+		job, err = s.apply(ctx, w, change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,
 			set: []clause{is("worker_claim = ?", claim), is("claimed_at = now()"), is("started_at = now()"),
 				is("running_heartbeat_at = now()")}})
-		return err
+		if err != nil {
+			return err
+		}
+		return w.Send(ctx)
 	})
 	if err != nil {
 		return SyncResult{}, err

@@ -24,7 +24,8 @@ import (
 // change is one conditional state change of a job. Every state write goes through apply, which
 // checks it against the state machine, makes it only if the row is still in an expected state
 // (and, for a worker, still under its claim), mirrors it onto the operation and publishes the
-// change-feed event, all in the caller's transaction.
+// change-feed event, all in the caller's transaction: the job's UPDATE runs at once, the
+// writes that follow it are left in the transaction's Writes.
 type change struct {
 	jobID uuid.UUID
 	from  []State
@@ -35,13 +36,10 @@ type change struct {
 	set, where []clause
 	// result is stored on the operation when the job succeeds.
 	result json.RawMessage
-	// with, when set, holds writes of other rows that travel in the same statement as the
-	// job's UPDATE (rows the job will reference, such as its response); they are undone with
-	// the transaction when the change does not apply.
-	with *db.Batch
-	// batch, when set, takes the writes that follow the job's own UPDATE (registry row,
-	// history, event); the caller runs it. Without one, apply runs them before returning.
-	batch *db.Batch
+	// with holds inserts of other rows that travel in the same statement as the job's UPDATE
+	// (rows the job will reference, such as its response); they are undone with the
+	// transaction when the change does not apply.
+	with []db.Statement
 	// prompt also reads the job's prompt entity in the same statement (a claim, whose worker
 	// needs the text next).
 	prompt bool
@@ -146,24 +144,33 @@ func columnsOf[M any](alias string, extra ...string) string {
 	return strings.Join(cols, ", ")
 }
 
-// apply performs ch in tx and returns the job as written.
-func (s *Service) apply(ctx context.Context, tx bun.IDB, ch change) (db.Job, error) {
-	moved, err := s.move(ctx, tx, ch)
+// apply performs ch in w's transaction and returns the job as written.
+func (s *Service) apply(ctx context.Context, w *db.Writes, ch change) (db.Job, error) {
+	moved, err := s.move(ctx, w, ch)
 	return moved.Job, err
 }
 
-// move performs ch in tx and returns the job as written, with its prompt when ch asked.
-func (s *Service) move(ctx context.Context, tx bun.IDB, ch change) (movedJob, error) {
+// move performs ch in w's transaction and returns the job as written, with its prompt when ch
+// asked. The job's UPDATE sees every write w has collected; the writes that follow it are
+// left in w.
+func (s *Service) move(ctx context.Context, w *db.Writes, ch change) (movedJob, error) {
 	if err := checkTransition(ch.to, ch.from...); err != nil {
 		return movedJob{}, err
 	}
 	query, args := ch.statement()
 	var moved movedJob
 	var err error
-	if ch.with != nil {
-		err = ch.with.ScanWith(ctx, tx, &moved, query, args...)
+	if len(ch.with) > 0 {
+		// The rows of with travel in the UPDATE's statement; whatever w held before goes
+		// first, so the UPDATE sees it.
+		if err = w.Send(ctx); err == nil {
+			for _, row := range ch.with {
+				w.Insert(row)
+			}
+			err = w.ScanWith(ctx, &moved, query, args...)
+		}
 	} else {
-		err = db.ScanOne(ctx, tx, &moved, query, args...)
+		err = w.ScanOne(ctx, &moved, query, args...)
 	}
 	job := moved.Job
 	if err != nil {
@@ -172,17 +179,15 @@ func (s *Service) move(ctx context.Context, tx bun.IDB, ch change) (movedJob, er
 		}
 		return movedJob{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
 	}
-	// The registry row, its history entry, the event and whatever the caller batched travel
-	// to the database together, after the one read (the registry lock) they depend on.
-	w := writesTo(tx, ch.batch)
-	b := w.b
+	// The registry row, its history entry, the event and whatever the caller adds travel to
+	// the database together, after the one read (the registry lock) they depend on.
 	opStatus := ""
 	if job.OperationID != nil {
 		var was string
 		if moved.Op.ID != *job.OperationID {
 			return movedJob{}, fmt.Errorf("move job %s to %s: operation %s not found", ch.jobID, ch.to, *job.OperationID)
 		}
-		op, err := registry.WriteOperation(ctx, tx, b, moved.locked(), func(op *db.Operation) {
+		op, err := registry.WriteOperation(w, moved.locked(), func(op *db.Operation) {
 			was = op.Status
 			op.Status = operationStatusOf(job, op.Status)
 			if ch.to == StateSucceeded {
@@ -195,16 +200,13 @@ func (s *Service) move(ctx context.Context, tx bun.IDB, ch change) (movedJob, er
 		if err != nil {
 			return movedJob{}, err
 		}
-		if err := s.reg.Settle(ctx, tx, b, was, op); err != nil {
+		if err := s.reg.Settle(ctx, w, was, op); err != nil {
 			return movedJob{}, err
 		}
 		opStatus = op.Status
 	}
-	if err := publishJob(ctx, tx, b, job, opStatus); err != nil {
+	if err := publishJob(w, job, opStatus); err != nil {
 		return movedJob{}, err
-	}
-	if err := w.flush(ctx); err != nil {
-		return movedJob{}, fmt.Errorf("move job %s to %s: %w", ch.jobID, ch.to, err)
 	}
 	moved.Job = job
 	return moved, nil
@@ -224,17 +226,14 @@ type JobEvent struct {
 	Priority        int        `json:"priority"`
 }
 
-// publishJob writes the job's change-feed event through b, or at once when b is nil.
-func publishJob(ctx context.Context, tx bun.IDB, b *db.Batch, job db.Job, opStatus string) error {
+// publishJob adds the job's change-feed event to w.
+func publishJob(w *db.Writes, job db.Job, opStatus string) error {
 	row, err := jobEventRow(job, opStatus)
 	if err != nil {
 		return err
 	}
-	w := writesTo(tx, b)
-	if err := w.insert(row); err != nil {
-		return fmt.Errorf("publish job event: %w", err)
-	}
-	return w.flush(ctx)
+	w.Insert(row.InsertStatement())
+	return nil
 }
 
 // jobEventRow is the change-feed row publishJob writes.
@@ -261,7 +260,7 @@ func audit(ctx context.Context, tx bun.IDB, orgID int64, actorID *int64, actor, 
 	return nil
 }
 
-// auditEntry is the statement audit runs, for a caller that batches it.
+// auditEntry is the row audit writes, for a caller that adds it to its Writes.
 func auditEntry(orgID int64, actorID *int64, actor, action, subjectType, subjectID string, detail any) (*db.AuditEntry, error) {
 	raw, err := json.Marshal(detail)
 	if err != nil {

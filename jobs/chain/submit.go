@@ -67,7 +67,11 @@ func (c *Chains) Submit(ctx context.Context, req Request) (Accepted, error) {
 		if err != nil {
 			return fmt.Errorf("build chain handle: %w", err)
 		}
-		op, err := c.reg.RecordAccepted(ctx, tx, nil, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
+		w := db.NewWrites(tx)
+		op, err := c.reg.RecordAccepted(w, h, req.Viewer.OrgID, req.Viewer.UserID, chainID)
+		if err == nil {
+			err = w.Send(ctx)
+		}
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/uptrace/bun"
 
 	"asterion/db"
 	"asterion/jobs"
@@ -36,22 +35,22 @@ func insertOpts() *river.InsertOpts {
 
 // accept is the delivery runtime's subscription to settled operations: a completed
 // prompt.execute operation is delivered when its org has a webhook URL.
-func (ds *Deliveries) accept(ctx context.Context, tx bun.Tx, settled registry.Settled) error {
+func (ds *Deliveries) accept(ctx context.Context, w *db.Writes, settled registry.Settled) error {
 	if settled.Op.Kind != jobs.KindPromptExecute || settled.Op.Status != string(deferred.StatusCompleted) {
 		return nil
 	}
-	return ds.acceptTx(ctx, tx, settled.Batch, settled.Op)
+	return ds.acceptTx(ctx, w, settled.Op)
 }
 
 // acceptTx accepts the delivery of a completed prompt operation when its org has a
-// webhook URL; it runs in the transaction that records the completion, its writes going
-// through b (nil: at once). The org's webhook and the clock come from the registry lock when
-// it read them.
-func (ds *Deliveries) acceptTx(ctx context.Context, tx bun.Tx, b *db.Batch, promptOp registry.Locked) error {
+// webhook URL; it runs in the transaction that records the completion, its writes left in w.
+// The org's webhook and the clock come from the registry lock when it read them.
+func (ds *Deliveries) acceptTx(ctx context.Context, w *db.Writes, promptOp registry.Locked) error {
 	webhook := promptOp.OrgWebhookURL
 	if !promptOp.OrgWebhookRead {
+		// The read carries the transaction's pending writes; it reads nothing they write.
 		var org db.Org
-		if err := tx.NewSelect().Model(&org).Column("id", "webhook_url").Where("id = ?", promptOp.OrgID).Scan(ctx); err != nil {
+		if err := w.ScanWith(ctx, &org, "SELECT id, webhook_url FROM orgs WHERE id = ?", promptOp.OrgID); err != nil {
 			return fmt.Errorf("read webhook of org %d: %w", promptOp.OrgID, err)
 		}
 		webhook = org.WebhookURL
@@ -69,7 +68,10 @@ func (ds *Deliveries) acceptTx(ctx context.Context, tx bun.Tx, b *db.Batch, prom
 	}
 	now := promptOp.TxNow
 	if now.IsZero() {
-		var err error
+		tx, err := w.Tx(ctx)
+		if err != nil {
+			return err
+		}
 		if now, err = registry.TxNow(ctx, tx); err != nil {
 			return err
 		}
@@ -83,34 +85,40 @@ func (ds *Deliveries) acceptTx(ctx context.Context, tx bun.Tx, b *db.Batch, prom
 	if err != nil {
 		return fmt.Errorf("build delivery handle: %w", err)
 	}
-	if exists, err := tx.NewSelect().Model((*db.Operation)(nil)).Where("id = ?", h.OperationID).Exists(ctx); err != nil || exists {
-		return err
+	// Like the org's read, this one carries the pending writes, none of which is the row it
+	// looks for.
+	var found operationExists
+	if err := w.ScanWith(ctx, &found, "SELECT EXISTS (SELECT 1 FROM sa_operation WHERE id = ?) AS found", h.OperationID); err != nil {
+		return fmt.Errorf("look for delivery operation %s: %w", h.OperationID, err)
 	}
-	// The writes go to the caller's batch, or to one of this acceptance that runs at the end.
-	own := b == nil
-	if own {
-		b = db.NewBatch(tx)
+	if found.Found {
+		return nil
 	}
-	op, err := ds.reg.RecordAccepted(ctx, tx, b, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
+	d := Delivery{ID: uuid.New(), OrgID: promptOp.OrgID, CreatedBy: promptOp.CreatedBy, PromptID: res.PromptID,
+		JobID: res.JobID, ResponseID: res.ResponseID, URL: strings.TrimSpace(*webhook), State: Accepted,
+		MaxAttempts: cfg.MaxAttempts, NextAttemptAt: now}
+	tx, err := w.Tx(ctx)
 	if err != nil {
 		return err
 	}
-	d := Delivery{ID: uuid.New(), OperationID: op.ID, OrgID: op.OrgID, CreatedBy: op.CreatedBy, PromptID: res.PromptID,
-		JobID: res.JobID, ResponseID: res.ResponseID, URL: strings.TrimSpace(*webhook), State: Accepted,
-		MaxAttempts: cfg.MaxAttempts, NextAttemptAt: now}
 	ins, err := ds.insert.InsertTx(ctx, tx.Tx, DeliverArgs{DeliveryID: d.ID}, insertOpts())
 	if err != nil {
 		return fmt.Errorf("enqueue delivery %s: %w", d.ID, err)
 	}
 	d.RiverJobID = &ins.Job.ID
-	if err := b.Add(tx.NewInsert().Model(&d)); err != nil {
+	op, err := ds.reg.RecordAccepted(w, h, promptOp.OrgID, promptOp.CreatedBy, promptOp.CorrelationID)
+	if err != nil {
+		return err
+	}
+	d.OperationID = op.ID
+	if err := w.Add(tx.NewInsert().Model(&d)); err != nil {
 		return fmt.Errorf("insert delivery %s: %w", d.ID, err)
 	}
 	ev, err := registry.OperationEvent(tx, op)
 	if err != nil {
 		return err
 	}
-	if err := b.Add(ev); err != nil {
+	if err := w.Add(ev); err != nil {
 		return err
 	}
 	entry, err := jobs.AuditEntry(op.OrgID, nil, "delivery", "delivery.accepted", "delivery", d.ID.String(),
@@ -118,11 +126,11 @@ func (ds *Deliveries) acceptTx(ctx context.Context, tx bun.Tx, b *db.Batch, prom
 	if err != nil {
 		return err
 	}
-	if err := b.Insert(entry); err != nil {
-		return err
-	}
-	if own {
-		return b.Exec(ctx, tx)
-	}
+	w.Insert(entry.InsertStatement())
 	return nil
+}
+
+// operationExists is the answer of acceptTx's look for its operation.
+type operationExists struct {
+	Found bool `bun:"found"`
 }

@@ -23,9 +23,7 @@ func TestSequencerCostDoesNotGrowWithNumberedEvents(t *testing.T) {
 	for done := 0; done < events; done += 500 {
 		b := db.NewBatch(d.Bun)
 		for range 500 {
-			if err := b.Insert(Row(Event{Topic: TopicJob, OrgID: 1, UserID: 1, Payload: payload})); err != nil {
-				t.Fatal(err)
-			}
+			b.Insert(Row(Event{Topic: TopicJob, OrgID: 1, UserID: 1, Payload: payload}).InsertStatement())
 		}
 		if err := b.Exec(ctx, d.Bun); err != nil {
 			t.Fatal(err)

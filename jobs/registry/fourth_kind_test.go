@@ -110,7 +110,7 @@ func TestFourthKindIsOnePackageThatRegistersAnOwner(t *testing.T) {
 	reg.RegisterResumer("test.desk", owner)
 	var settledMu sync.Mutex
 	settled := map[uuid.UUID]string{}
-	reg.OnSettled(func(_ context.Context, _ bun.Tx, s registry.Settled) error {
+	reg.OnSettled(func(_ context.Context, _ *db.Writes, s registry.Settled) error {
 		settledMu.Lock()
 		defer settledMu.Unlock()
 		settled[s.Op.ID] = s.Was + "->" + s.Op.Status
@@ -135,7 +135,7 @@ func TestFourthKindIsOnePackageThatRegistersAnOwner(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if _, err := reg.RecordAccepted(ctx, tx, nil, *h, org, user, h.OperationID); err != nil {
+			if _, err := recordAccepted(ctx, reg, tx, *h, org, user, h.OperationID); err != nil {
 				return err
 			}
 			owner.set(h.OperationID, "open")
@@ -246,7 +246,7 @@ func TestFourthKindIsOnePackageThatRegistersAnOwner(t *testing.T) {
 			Subject: map[string]string{"ticket": "c"}, RetryAfterSeconds: 1}, reg.Policy(), now); err != nil {
 			return err
 		}
-		_, err = reg.RecordAccepted(ctx, tx, nil, third, org, user, third.OperationID)
+		_, err = recordAccepted(ctx, reg, tx, third, org, user, third.OperationID)
 		return err
 	}); err != nil {
 		t.Fatalf("accept the third ticket: %v", err)
@@ -314,4 +314,15 @@ func orgUser(t *testing.T, b *bun.DB) (org, user int64) {
 		t.Fatalf("insert user: %v", err)
 	}
 	return org, user
+}
+
+// recordAccepted records h's registry row in tx at once, as a caller outside a job transition
+// does.
+func recordAccepted(ctx context.Context, reg *registry.Registry, tx bun.Tx, h deferred.Handle, org, user int64, correlation uuid.UUID) (db.Operation, error) {
+	w := db.NewWrites(tx)
+	op, err := reg.RecordAccepted(w, h, org, user, correlation)
+	if err != nil {
+		return op, err
+	}
+	return op, w.Send(ctx)
 }

@@ -87,7 +87,8 @@ func (r *Registry) reconcile(ctx context.Context, tx bun.Tx, op db.Operation, no
 // the owner in the same transaction.
 func (r *Registry) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, rep Report, now time.Time) (db.Operation, error) {
 	before := op.Status
-	out, err := UpdateOperation(ctx, tx, nil, op.ID, func(o *db.Operation) {
+	w := db.NewWrites(tx)
+	out, err := UpdateOperation(ctx, w, op.ID, func(o *db.Operation) {
 		if o.Status != before {
 			// The work moved on since the owner was asked (a job transition mirrors itself);
 			// the newer status stands.
@@ -106,6 +107,9 @@ func (r *Registry) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, re
 			o.CancelUnavailableReason = nil
 		}
 	})
+	if err == nil {
+		err = w.Send(ctx)
+	}
 	if err != nil {
 		return op, err
 	}
@@ -125,8 +129,11 @@ func (r *Registry) setStatus(ctx context.Context, tx bun.Tx, op db.Operation, re
 					return op, err
 				}
 			}
-			if err := r.Settle(ctx, tx, nil, before, out); err != nil {
+			if err := r.Settle(ctx, w, before, out); err != nil {
 				return op, err
+			}
+			if err := w.Send(ctx); err != nil {
+				return op, fmt.Errorf("settle operation %s: %w", op.ID, err)
 			}
 		}
 	}

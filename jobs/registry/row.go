@@ -43,21 +43,20 @@ type Locked struct {
 }
 
 // UpdateOperation locks the registry row (reading the transaction's clock and what settle
-// subscribers need in the same round trip), applies change, and writes the row — with a
-// history entry when the status moved — through b, or at once when b is nil. It returns the
+// subscribers need in the same round trip, after the writes pending in w), applies change,
+// and adds the row's write to w — with a history entry when the status moved. It returns the
 // row as it now stands.
-func UpdateOperation(ctx context.Context, tx bun.IDB, b *db.Batch, id uuid.UUID, change func(op *db.Operation)) (Locked, error) {
+func UpdateOperation(ctx context.Context, w *db.Writes, id uuid.UUID, change func(op *db.Operation)) (Locked, error) {
 	var op Locked
-	if err := db.ScanOne(ctx, tx, &op, LockOperation, id); err != nil {
+	if err := w.ScanOne(ctx, &op, LockOperation, id); err != nil {
 		return op, fmt.Errorf("lock operation %s: %w", id, err)
 	}
-	return WriteOperation(ctx, tx, b, op, change)
+	return WriteOperation(w, op, change)
 }
 
 // WriteOperation applies change to op, a registry row the transaction has locked (as
-// LockOperation reads it), and writes it as UpdateOperation does.
-func WriteOperation(ctx context.Context, tx bun.IDB, b *db.Batch, op Locked, change func(op *db.Operation)) (Locked, error) {
-	id := op.ID
+// LockOperation reads it), and adds its write to w as UpdateOperation does.
+func WriteOperation(w *db.Writes, op Locked, change func(op *db.Operation)) (Locked, error) {
 	before := op.Operation
 	change(&op.Operation)
 	op.UpdatedAt = op.TxNow
@@ -73,38 +72,22 @@ func WriteOperation(ctx context.Context, tx bun.IDB, b *db.Batch, op Locked, cha
 		}
 		entry = &e
 	}
-	w := writesTo(tx, b)
-	if err := w.update(&op.Operation); err != nil {
-		return op, fmt.Errorf("update operation %s: %w", id, err)
-	}
+	w.Update(op.Operation.UpdateStatement())
 	if entry != nil {
-		if err := w.insert(entry); err != nil {
-			return op, fmt.Errorf("append history of operation %s: %w", id, err)
-		}
-	}
-	if err := w.flush(ctx); err != nil {
-		return op, fmt.Errorf("update operation %s: %w", id, err)
+		w.Insert(entry.InsertStatement())
 	}
 	return op, nil
 }
 
-// RecordAccepted writes the registry row of a newly accepted operation and its first history
-// entry through b, or at once when b is nil.
-func (r *Registry) RecordAccepted(ctx context.Context, tx bun.IDB, b *db.Batch, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
+// RecordAccepted adds to w the registry row of a newly accepted operation and its first
+// history entry.
+func (r *Registry) RecordAccepted(w *db.Writes, h deferred.Handle, orgID, userID int64, correlation uuid.UUID) (db.Operation, error) {
 	op, entry, err := r.Accepted(h, orgID, userID, correlation)
 	if err != nil {
 		return db.Operation{}, err
 	}
-	w := writesTo(tx, b)
-	if err := w.insert(&op); err != nil {
-		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
-	}
-	if err := w.insert(&entry); err != nil {
-		return db.Operation{}, fmt.Errorf("append history of operation %s: %w", op.ID, err)
-	}
-	if err := w.flush(ctx); err != nil {
-		return db.Operation{}, fmt.Errorf("register operation %s: %w", op.ID, err)
-	}
+	w.Insert(op.InsertStatement())
+	w.Insert(entry.InsertStatement())
 	return op, nil
 }
 
@@ -160,7 +143,7 @@ func Publish(ctx context.Context, tx bun.IDB, op db.Operation) error {
 	return nil
 }
 
-// OperationEvent is the statement Publish runs, for a caller that batches it.
+// OperationEvent is the statement Publish runs, for a caller that adds it to its Writes.
 func OperationEvent(tx bun.IDB, op db.Operation) (*bun.InsertQuery, error) {
 	payload, err := json.Marshal(map[string]any{"operation_id": op.ID, "kind": op.Kind, "status": op.Status,
 		"updated_at": op.UpdatedAt.UTC()})

@@ -40,13 +40,11 @@ type Settled struct {
 	Was string
 	// Op is the row as it now stands, with what the registry's lock read beside it.
 	Op Locked
-	// Batch, when not nil, takes the subscriber's writes; the settling transaction runs it.
-	Batch *db.Batch
 }
 
-// SettledFunc is a subscriber to settled operations. It runs in the settling transaction; an
-// error rolls the transaction back.
-type SettledFunc func(ctx context.Context, tx bun.Tx, s Settled) error
+// SettledFunc is a subscriber to settled operations. It runs in the settling transaction,
+// whose writes w collects; an error rolls the transaction back.
+type SettledFunc func(ctx context.Context, w *db.Writes, s Settled) error
 
 // OnSettled subscribes f to every operation that settles, of any kind. Subscribers run in the
 // order they subscribed, before any continuation suspended on the operation resumes.
@@ -58,21 +56,17 @@ func (r *Registry) OnSettled(f SettledFunc) {
 
 // Settle runs in the transaction that moved op from status was to op.Status. When the
 // operation has just settled (was not terminal, now is), it runs the OnSettled subscribers and
-// resumes the continuation suspended on it, if any. Its writes go through b when given (nil:
-// at once); before resuming a continuation, which reads what the transaction wrote, b is run.
-func (r *Registry) Settle(ctx context.Context, idb bun.IDB, b *db.Batch, was string, op Locked) error {
+// resumes the continuation suspended on it, if any. Its writes go to w; a continuation, which
+// reads what the transaction wrote, resumes after w has sent them.
+func (r *Registry) Settle(ctx context.Context, w *db.Writes, was string, op Locked) error {
 	if deferred.Status(was).Terminal() || !deferred.Status(op.Status).Terminal() {
 		return nil
-	}
-	tx, ok := idb.(bun.Tx)
-	if !ok {
-		return fmt.Errorf("settle operation %s: not inside a transaction", op.ID)
 	}
 	r.mu.RLock()
 	subs := r.settled
 	r.mu.RUnlock()
 	for _, f := range subs {
-		if err := f(ctx, tx, Settled{Was: was, Op: op, Batch: b}); err != nil {
+		if err := f(ctx, w, Settled{Was: was, Op: op}); err != nil {
 			return err
 		}
 	}
@@ -80,10 +74,9 @@ func (r *Registry) Settle(ctx context.Context, idb bun.IDB, b *db.Batch, was str
 		// A continuation is only ever stored together with its digest on this row.
 		return nil
 	}
-	if b != nil {
-		if err := b.Exec(ctx, tx); err != nil {
-			return fmt.Errorf("settle operation %s: %w", op.ID, err)
-		}
+	tx, err := w.Tx(ctx)
+	if err != nil {
+		return fmt.Errorf("settle operation %s: %w", op.ID, err)
 	}
 	c, err := takeContinuation(ctx, tx, op.ID)
 	if err != nil || c == nil {
@@ -135,7 +128,8 @@ func takeContinuation(ctx context.Context, tx bun.Tx, id uuid.UUID) (*continuati
 func (r *Registry) Record(ctx context.Context, tx bun.Tx, id uuid.UUID, rep Report) (db.Operation, error) {
 	var was string
 	var wasReason *string
-	out, err := UpdateOperation(ctx, tx, nil, id, func(o *db.Operation) {
+	w := db.NewWrites(tx)
+	out, err := UpdateOperation(ctx, w, id, func(o *db.Operation) {
 		was, wasReason = o.Status, o.CancelUnavailableReason
 		if deferred.Status(o.Status).Terminal() {
 			return
@@ -155,6 +149,9 @@ func (r *Registry) Record(ctx context.Context, tx bun.Tx, id uuid.UUID, rep Repo
 			o.CancelUnavailableReason = nil
 		}
 	})
+	if err == nil {
+		err = w.Send(ctx)
+	}
 	if err != nil {
 		return out.Operation, err
 	}
@@ -175,8 +172,11 @@ func (r *Registry) Record(ctx context.Context, tx bun.Tx, id uuid.UUID, rep Repo
 				return out.Operation, err
 			}
 		}
-		if err := r.Settle(ctx, tx, nil, was, out); err != nil {
+		if err := r.Settle(ctx, w, was, out); err != nil {
 			return out.Operation, err
+		}
+		if err := w.Send(ctx); err != nil {
+			return out.Operation, fmt.Errorf("settle operation %s: %w", out.ID, err)
 		}
 	}
 	return out.Operation, nil
