@@ -40,11 +40,11 @@ type jobUsageJSON struct {
 // jobUsageOf reads a job's progress and its attempts' usage. The attempt running now has no
 // usage row yet: it is listed with what it has written so far.
 func (s *Server) jobUsageOf(ctx context.Context, j db.Job) (jobUsageJSON, error) {
-	chunks, pieces, err := s.deps.Jobs.OutputProgress(ctx, j)
+	chunks, pieces, err := s.deps.Reads.OutputProgress(ctx, j)
 	if err != nil {
 		return jobUsageJSON{}, err
 	}
-	rows, total, err := s.deps.Jobs.JobUsage(ctx, j.ID)
+	rows, total, err := s.deps.Reads.JobUsage(ctx, j.ID)
 	if err != nil {
 		return jobUsageJSON{}, err
 	}

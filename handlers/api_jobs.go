@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // getJob is GET /sa-core/v1/jobs/{id}: the job and every job of its prompt, oldest first.
@@ -15,7 +16,7 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	if !ok {
 		return problem(c, fiber.StatusNotFound, "no such job")
 	}
-	d, err := s.deps.Jobs.GetJob(c.UserContext(), viewerOf(principalOf(c)), id)
+	d, err := s.deps.Reads.GetJob(c.UserContext(), viewerOf(principalOf(c)), id)
 	if err != nil {
 		return s.jobsError(c, err)
 	}
@@ -26,7 +27,7 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	// error_message is what a member may see; operators also get the provider's own words.
 	var detail *string
 	if p := principalOf(c); p.SeesOrg() {
-		text, err := s.deps.Jobs.ErrorDetail(c.UserContext(), viewerOf(p), id)
+		text, err := s.deps.Reads.ErrorDetail(c.UserContext(), viewerOf(p), id)
 		if err != nil {
 			return s.jobsError(c, err)
 		}
@@ -50,7 +51,7 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 func (s *Server) listJobs(c *fiber.Ctx) error {
 	p := principalOf(c)
 	fields := map[string]string{}
-	f := jobs.JobFilter{Cursor: c.Query("cursor")}
+	f := readmodel.JobFilter{Cursor: c.Query("cursor")}
 	if v := c.Query("state"); v != "" {
 		st, err := jobs.ParseState(v)
 		if err != nil {
@@ -83,7 +84,7 @@ func (s *Server) listJobs(c *fiber.Ctx) error {
 	if len(fields) > 0 {
 		return validationProblem(c, fields)
 	}
-	list, next, err := s.deps.Jobs.ListJobs(c.UserContext(), viewerOf(p), f)
+	list, next, err := s.deps.Reads.ListJobs(c.UserContext(), viewerOf(p), f)
 	if err != nil {
 		return s.jobsError(c, err)
 	}
@@ -148,7 +149,7 @@ func (s *Server) queueMetrics(c *fiber.Ctx) error {
 		return problem(c, fiber.StatusTooManyRequests, "queue metrics are being computed for other callers; retry shortly")
 	}
 	defer release()
-	m, err := s.deps.Jobs.QueueMetrics(c.UserContext(), viewerOf(principalOf(c)), window)
+	m, err := s.deps.Reads.QueueMetrics(c.UserContext(), viewerOf(principalOf(c)), window)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/db"
-	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/readmodel"
 )
 
 // jobJSON is the wire form of a job.
@@ -87,7 +87,7 @@ type missionRespJSON struct {
 	CreatedAt  string    `json:"created_at"`
 }
 
-func toMissionItem(it jobs.MissionItem) missionItemJSON {
+func toMissionItem(it readmodel.MissionItem) missionItemJSON {
 	out := missionItemJSON{PromptID: it.Prompt.ID, ParentID: it.Prompt.ParentID, Text: it.Prompt.Body,
 		CreatedAt: ts(it.Prompt.CreatedAt), Job: missionJobJSON{JobID: it.Job.ID, State: it.Job.State,
 			Priority: it.Job.Priority, Attempt: it.Job.Attempt, MaxAttempts: it.Job.MaxAttempts,

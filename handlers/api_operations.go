@@ -13,6 +13,7 @@ import (
 	"asterion/db"
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/readmodel"
 )
 
 // operationJSON is the registry's operator-visible read model of one operation: never the
@@ -76,7 +77,7 @@ func deref(s *string) string {
 // listOperations is GET /sa-core/v1/deferred-operations?status=&kind=&owner=&cursor=&limit=.
 func (s *Server) listOperations(c *fiber.Ctx) error {
 	fields := map[string]string{}
-	f := jobs.OperationFilter{Kind: c.Query("kind"), Owner: c.Query("owner"), Cursor: c.Query("cursor"), Search: c.Query("q")}
+	f := readmodel.OperationFilter{Kind: c.Query("kind"), Owner: c.Query("owner"), Cursor: c.Query("cursor"), Search: c.Query("q")}
 	if v := c.Query("status"); v != "" {
 		if _, err := deferred.ParseStatus(v); err != nil {
 			fields["status"] = "must be a deferred-operation status"
@@ -91,7 +92,7 @@ func (s *Server) listOperations(c *fiber.Ctx) error {
 	if len(fields) > 0 {
 		return validationProblem(c, fields)
 	}
-	ops, next, err := s.deps.Jobs.ListOperations(c.UserContext(), viewerOf(principalOf(c)), f)
+	ops, next, err := s.deps.Reads.ListOperations(c.UserContext(), viewerOf(principalOf(c)), f)
 	if err != nil {
 		return s.jobsError(c, err)
 	}
@@ -112,7 +113,7 @@ func (s *Server) getOperation(c *fiber.Ctx) error {
 	if !ok {
 		return problem(c, fiber.StatusNotFound, "no such operation")
 	}
-	d, err := s.deps.Jobs.GetOperation(c.UserContext(), viewerOf(principalOf(c)), id)
+	d, err := s.deps.Reads.GetOperation(c.UserContext(), viewerOf(principalOf(c)), id)
 	if err != nil {
 		return s.operationError(c, err)
 	}

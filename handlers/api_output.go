@@ -48,7 +48,7 @@ func (s *Server) jobOutput(c *fiber.Ctx) error {
 	if !ok {
 		return validationProblem(c, map[string]string{"after": "must be a whole number of at least 0"})
 	}
-	out, err := s.deps.Jobs.Output(c.UserContext(), viewerOf(principalOf(c)), id, after, 0)
+	out, err := s.deps.Reads.Output(c.UserContext(), viewerOf(principalOf(c)), id, after, 0)
 	if err != nil {
 		return s.jobsError(c, err)
 	}

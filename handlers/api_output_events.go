@@ -14,6 +14,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/feed"
 	"asterion/jobs/output"
+	"asterion/jobs/readmodel"
 )
 
 // outputIDSpan separates the event ids of a job's attempts on its output stream: the id of
@@ -48,7 +49,7 @@ func (s *Server) jobOutputEvents(c *fiber.Ctx) error {
 		last = int64(after)
 	}
 	// Scoped like the job: another org's job is 404 before any stream starts.
-	first, err := s.deps.Jobs.Output(c.UserContext(), v, id, 0, 1)
+	first, err := s.deps.Reads.Output(c.UserContext(), v, id, 0, 1)
 	if err != nil {
 		return s.jobsError(c, err)
 	}
@@ -58,14 +59,14 @@ func (s *Server) jobOutputEvents(c *fiber.Ctx) error {
 	}
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob}
-	s.serveStream(c, scope, &outputStreamer{jobs: s.deps.Jobs, v: v, jobID: id, attempt: attempt, seq: seq})
+	s.serveStream(c, scope, &outputStreamer{reads: s.deps.Reads, v: v, jobID: id, attempt: attempt, seq: seq})
 	return nil
 }
 
 // outputStreamer follows one job's output: chunks as they are stored, and the job's state
 // changes for its end.
 type outputStreamer struct {
-	jobs  *jobs.Service
+	reads *readmodel.Reads
 	v     jobs.Viewer
 	jobID uuid.UUID
 	// attempt and seq are the last chunk sent (seq 0: none of that attempt yet).
@@ -89,7 +90,7 @@ func (o *outputStreamer) resyncOutput(ctx context.Context, w *bufio.Writer) erro
 // the end once the job is terminal and nothing is left.
 func (o *outputStreamer) catchUp(ctx context.Context, w *bufio.Writer) error {
 	for {
-		page, err := o.jobs.Output(ctx, o.v, o.jobID, o.seq, 0)
+		page, err := o.reads.Output(ctx, o.v, o.jobID, o.seq, 0)
 		if err != nil {
 			return err
 		}
@@ -106,7 +107,7 @@ func (o *outputStreamer) catchUp(ctx context.Context, w *bufio.Writer) error {
 		if page.Complete {
 			return o.end(ctx, w, page.Job)
 		}
-		if len(page.Chunks) < jobs.MaxOutputChunks {
+		if len(page.Chunks) < readmodel.MaxOutputChunks {
 			return nil
 		}
 	}
@@ -144,7 +145,7 @@ func (o *outputStreamer) send(w *bufio.Writer, c db.OutputChunk) error {
 
 // end sends the end event with the job's state, response and usage, and ends the stream.
 func (o *outputStreamer) end(ctx context.Context, w *bufio.Writer, j db.Job) error {
-	_, total, err := o.jobs.JobUsage(ctx, j.ID)
+	_, total, err := o.reads.JobUsage(ctx, j.ID)
 	if err != nil {
 		return err
 	}

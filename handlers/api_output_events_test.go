@@ -15,6 +15,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/feed"
 	"asterion/jobs/output"
+	"asterion/jobs/provider"
 )
 
 // liveOutputConfig gives the live server a live output writer, and the server an output hub
@@ -50,7 +51,8 @@ func liveOutputConfig(t *testing.T) liveServerConfig {
 func secondServer(t *testing.T, f *liveServer) string {
 	t.Helper()
 	log := testLogger()
-	svc, err := jobs.NewService(jobs.Config{DB: f.DB.Bun, Provider: f.Jobs.Provider(), Logger: log})
+	// It runs no workers: its provider is never called.
+	svc, err := jobs.NewService(jobs.Config{DB: f.DB.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // viewerOf maps the principal onto what the jobs package needs to scope reads.
@@ -102,7 +103,7 @@ func (s *Server) jobsError(c *fiber.Ctx, err error) error {
 		return problem(c, fiber.StatusConflict, conflictDetail(err))
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return problem(c, fiber.StatusConflict, "this Idempotency-Key was already used with a different request body")
-	case errors.Is(err, jobs.ErrBadCursor):
+	case errors.Is(err, readmodel.ErrBadCursor):
 		return validationProblem(c, map[string]string{"cursor": "is not a cursor this server gave out"})
 	}
 	return err
@@ -136,7 +137,7 @@ func (s *Server) missionRecent(c *fiber.Ctx) error {
 	if len(fields) > 0 {
 		return validationProblem(c, fields)
 	}
-	asOf, items, err := s.deps.Jobs.MissionRecent(c.UserContext(), viewerOf(principalOf(c)), since, limit)
+	asOf, items, err := s.deps.Reads.MissionRecent(c.UserContext(), viewerOf(principalOf(c)), since, limit)
 	if err != nil {
 		return err
 	}

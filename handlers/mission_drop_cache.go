@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -22,10 +22,10 @@ const missionDropOverhead = 768
 // stored (a new rendering replaces it), so a reader may keep it after the lock is released.
 type missionDropEntry struct {
 	// version is what the drop was read at: a lookup hits only for exactly this version.
-	version jobs.MissionVersion
+	version readmodel.MissionVersion
 	// item is the drop's item, cut down to what a mission stream keeps of a rendering (the
 	// prompt, the job's id, attempt and state).
-	item jobs.MissionItem
+	item readmodel.MissionItem
 	// drop is the drop's data, with no depth and no markup.
 	drop views.MissionDrop
 	// markup is the drop rendered at depth. When csrfBound is set it holds the CSRF token csrf
@@ -49,7 +49,7 @@ func (e *missionDropEntry) markupFor(depth int, csrf string) (string, bool) {
 // missionDropCache keeps the data and rendered markup of settled drops of the mission field,
 // by job id, in least-recently-used order within a bound on bytes. Only a drop whose newest
 // job is terminal goes in: such a drop changes only with a new version (a write to its job, or
-// a retry's new job, see jobs.MissionVersion), and a lookup names the version the field's read
+// a retry's new job, see readmodel.MissionVersion), and a lookup names the version the field's read
 // found, so a changed drop is never served from the cache. Entries are per job, and a job is
 // one user's: a page looks up only the jobs its own viewer's read returned, so a drop cached
 // for one user is never shown to another.
@@ -68,7 +68,7 @@ func newMissionDropCache(maxBytes int) *missionDropCache {
 
 // lookup returns the entry of v's job if it was stored at exactly version v. An entry of
 // another version is stale and is dropped.
-func (c *missionDropCache) lookup(v jobs.MissionVersion) (*missionDropEntry, bool) {
+func (c *missionDropCache) lookup(v readmodel.MissionVersion) (*missionDropEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byJob[v.JobID]
@@ -125,11 +125,11 @@ func (c *missionDropCache) stats() (entries, bytes int) {
 }
 
 // sameVersion reports whether a and b name the same state of a drop.
-func sameVersion(a, b jobs.MissionVersion) bool {
+func sameVersion(a, b readmodel.MissionVersion) bool {
 	return a.JobID == b.JobID && a.PromptID == b.PromptID && a.State == b.State && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
 // versionOf is the version an item was read at.
-func versionOf(it jobs.MissionItem) jobs.MissionVersion {
-	return jobs.MissionVersion{PromptID: it.Prompt.ID, JobID: it.Job.ID, State: it.Job.State, UpdatedAt: it.Job.UpdatedAt}
+func versionOf(it readmodel.MissionItem) readmodel.MissionVersion {
+	return readmodel.MissionVersion{PromptID: it.Prompt.ID, JobID: it.Job.ID, State: it.Job.State, UpdatedAt: it.Job.UpdatedAt}
 }

@@ -7,13 +7,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
 // cacheEntry is a settled drop of a fresh job with markup of n bytes at depth 0.
 func cacheEntry(n int) *missionDropEntry {
-	v := jobs.MissionVersion{PromptID: uuid.New(), JobID: uuid.New(), State: "succeeded",
+	v := readmodel.MissionVersion{PromptID: uuid.New(), JobID: uuid.New(), State: "succeeded",
 		UpdatedAt: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	return &missionDropEntry{version: v, drop: views.MissionDrop{PromptID: v.PromptID.String(), JobID: v.JobID.String(),
 		State: v.State, Depth: -1}, markup: strings.Repeat("x", n)}
@@ -39,10 +39,10 @@ func TestMissionDropCacheHitsOnlyTheStoredVersion(t *testing.T) {
 	if _, ok := c.lookup(same); !ok {
 		t.Error("the same instant in another zone missed")
 	}
-	for name, change := range map[string]func(*jobs.MissionVersion){
-		"updated_at": func(v *jobs.MissionVersion) { v.UpdatedAt = v.UpdatedAt.Add(time.Microsecond) },
-		"state":      func(v *jobs.MissionVersion) { v.State = "superseded" },
-		"prompt":     func(v *jobs.MissionVersion) { v.PromptID = uuid.New() },
+	for name, change := range map[string]func(*readmodel.MissionVersion){
+		"updated_at": func(v *readmodel.MissionVersion) { v.UpdatedAt = v.UpdatedAt.Add(time.Microsecond) },
+		"state":      func(v *readmodel.MissionVersion) { v.State = "superseded" },
+		"prompt":     func(v *readmodel.MissionVersion) { v.PromptID = uuid.New() },
 	} {
 		c.store(e)
 		v := e.version
@@ -142,7 +142,7 @@ func TestMissionDropSettledBefore(t *testing.T) {
 		{"queued", asOf.Add(-time.Second), false},
 		{"running", asOf.Add(-time.Second), false},
 	} {
-		it := jobs.MissionItem{}
+		it := readmodel.MissionItem{}
 		it.Job.State, it.Job.UpdatedAt = c.state, c.at
 		if got := settledBefore(it, asOf); got != c.want {
 			t.Errorf("%s at as_of%+v: cacheable %v, want %v", c.state, c.at.Sub(asOf), got, c.want)

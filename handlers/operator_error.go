@@ -14,7 +14,7 @@ func (s *Server) operatorErrorText(ctx context.Context, v jobs.Viewer, job db.Jo
 	if job.ErrorMessage == nil {
 		return "", nil
 	}
-	detail, err := s.deps.Jobs.ErrorDetail(ctx, v, job.ID)
+	detail, err := s.deps.Reads.ErrorDetail(ctx, v, job.ID)
 	if err != nil || detail == "" {
 		return *job.ErrorMessage, err
 	}

@@ -48,7 +48,7 @@ func (s *Server) operationEvents(c *fiber.Ctx) error {
 		return s.notFoundPage(c, "operation")
 	}
 	v := viewerOf(principalOf(c))
-	d, err := s.deps.Jobs.GetOperation(c.UserContext(), v, id)
+	d, err := s.deps.Reads.GetOperation(c.UserContext(), v, id)
 	if err != nil {
 		return s.dashError(c, err, "operation")
 	}
@@ -85,7 +85,7 @@ func (s *Server) jobEvents(c *fiber.Ctx) error {
 		return s.notFoundPage(c, "job")
 	}
 	v := viewerOf(principalOf(c))
-	d, err := s.deps.Jobs.GetJob(c.UserContext(), v, id)
+	d, err := s.deps.Reads.GetJob(c.UserContext(), v, id)
 	if err != nil {
 		return s.dashError(c, err, "job")
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -22,7 +23,7 @@ func (s *Server) dashError(c *fiber.Ctx, err error, what string) error {
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		return s.notFoundPage(c, what)
-	case errors.Is(err, jobs.ErrBadCursor):
+	case errors.Is(err, readmodel.ErrBadCursor):
 		return s.errorPage(c, fiber.StatusBadRequest, "Bad page link", "This page link is not one the server gave out; start again from the newest page.")
 	case errors.Is(err, jobs.ErrInvalid):
 		return s.errorPage(c, fiber.StatusBadRequest, "Bad request", "The request is not understood.")

@@ -6,8 +6,8 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/db"
-	"asterion/jobs"
 	"asterion/jobs/feed"
+	"asterion/jobs/readmodel"
 )
 
 // eventOperation loads the operation an event is about, once per event for every stream of
@@ -18,7 +18,7 @@ func (s *Server) eventOperation(ctx context.Context, e feed.Event) (db.Operation
 	}
 	id := *e.OperationID
 	rows, err := s.dashboard.eventOps.get(ctx, dashEventKey{e.Seq, id}, func(ctx context.Context) (map[uuid.UUID]db.Operation, error) {
-		return s.deps.Jobs.OperationRows(ctx, dashAllOrgs, []uuid.UUID{id})
+		return s.deps.Reads.OperationRows(ctx, dashAllOrgs, []uuid.UUID{id})
 	})
 	if err != nil {
 		return db.Operation{}, false, err
@@ -27,7 +27,7 @@ func (s *Server) eventOperation(ctx context.Context, e feed.Event) (db.Operation
 	if !ok {
 		return db.Operation{}, false, nil
 	}
-	return jobs.OperationAsOf(op, e), true, nil
+	return readmodel.OperationAsOf(op, e), true, nil
 }
 
 // eventJob loads the job an event is about, once per event for every stream of this server,
@@ -38,7 +38,7 @@ func (s *Server) eventJob(ctx context.Context, e feed.Event) (db.Job, bool, erro
 	}
 	id := *e.JobID
 	rows, err := s.dashboard.eventJobs.get(ctx, dashEventKey{e.Seq, id}, func(ctx context.Context) (map[uuid.UUID]db.Job, error) {
-		return s.deps.Jobs.JobRows(ctx, dashAllOrgs, []uuid.UUID{id})
+		return s.deps.Reads.JobRows(ctx, dashAllOrgs, []uuid.UUID{id})
 	})
 	if err != nil {
 		return db.Job{}, false, err
@@ -47,5 +47,5 @@ func (s *Server) eventJob(ctx context.Context, e feed.Event) (db.Job, bool, erro
 	if !ok {
 		return db.Job{}, false, nil
 	}
-	return jobs.JobAsOf(j, e), true, nil
+	return readmodel.JobAsOf(j, e), true, nil
 }

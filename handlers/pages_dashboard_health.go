@@ -32,19 +32,19 @@ func viewerKey(v jobs.Viewer) string {
 }
 
 func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, error) {
-	m, err := s.deps.Jobs.QueueMetrics(ctx, v, time.Hour)
+	m, err := s.deps.Reads.QueueMetrics(ctx, v, time.Hour)
 	if err != nil {
 		return views.Health{}, err
 	}
-	series, err := s.deps.Jobs.QueueSeries(ctx, v, time.Hour, time.Minute)
+	series, err := s.deps.Reads.QueueSeries(ctx, v, time.Hour, time.Minute)
 	if err != nil {
 		return views.Health{}, err
 	}
-	live, err := s.deps.Jobs.WorkerLivenessFor(ctx, v)
+	live, err := s.deps.Reads.WorkerLivenessFor(ctx, v)
 	if err != nil {
 		return views.Health{}, err
 	}
-	backlog, err := s.deps.Jobs.QueueBacklog(ctx, v, dashPastDueGrace)
+	backlog, err := s.deps.Reads.QueueBacklog(ctx, v, dashPastDueGrace)
 	if err != nil {
 		return views.Health{}, err
 	}

@@ -12,17 +12,18 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/feed"
 	"asterion/jobs/output"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
 // jobDetailOutputCap is how many characters of a job's output a detail page shows; the API
 // has the rest.
-const jobDetailOutputCap = 4 * jobs.MissionOutputCap
+const jobDetailOutputCap = 4 * readmodel.MissionOutputCap
 
 // outputSoFar reads what job id's current attempt has written so far and its progress, as the
 // job's page and its operation's page show them.
 func (s *Server) outputSoFar(ctx context.Context, v jobs.Viewer, id uuid.UUID) (views.JobOutput, error) {
-	page, err := s.deps.Jobs.Output(ctx, v, id, 0, jobs.MaxOutputChunks)
+	page, err := s.deps.Reads.Output(ctx, v, id, 0, readmodel.MaxOutputChunks)
 	if err != nil {
 		return views.JobOutput{}, fmt.Errorf("read the output of job %s: %w", id, err)
 	}
@@ -35,10 +36,10 @@ func (s *Server) outputSoFar(ctx context.Context, v jobs.Viewer, id uuid.UUID) (
 	}
 	o := views.JobOutput{JobID: id.String()}
 	o.Text, o.Cut = db.CutRunes(b.String(), jobDetailOutputCap)
-	if !page.Complete && len(page.Chunks) == jobs.MaxOutputChunks {
+	if !page.Complete && len(page.Chunks) == readmodel.MaxOutputChunks {
 		o.Cut = true
 	}
-	if o.Chunks, o.Tokens, err = s.deps.Jobs.OutputProgress(ctx, page.Job); err != nil {
+	if o.Chunks, o.Tokens, err = s.deps.Reads.OutputProgress(ctx, page.Job); err != nil {
 		return views.JobOutput{}, err
 	}
 	o.Shown = len(page.Chunks) > 0 || page.Job.State == string(jobs.StateRunning)

@@ -26,7 +26,7 @@ func (s *Server) jobRetryAction(c *fiber.Ctx) error {
 	case errors.Is(err, jobs.ErrConflict):
 		back := "/admin/jobs/" + id.String()
 		if toOp {
-			if j, gerr := s.deps.Jobs.GetJob(c.UserContext(), viewerOf(p), id); gerr == nil && j.Job.OperationID != nil {
+			if j, gerr := s.deps.Reads.GetJob(c.UserContext(), viewerOf(p), id); gerr == nil && j.Job.OperationID != nil {
 				back = "/admin/deferred-operations/" + j.Job.OperationID.String()
 			}
 		}

@@ -13,7 +13,7 @@ import (
 
 // jobDetail builds one job's page data with its prompt's chain.
 func (s *Server) jobDetail(ctx context.Context, v jobs.Viewer, id uuid.UUID) (views.JobDetail, error) {
-	jd, err := s.deps.Jobs.GetJob(ctx, v, id)
+	jd, err := s.deps.Reads.GetJob(ctx, v, id)
 	if err != nil {
 		return views.JobDetail{}, err
 	}

@@ -47,7 +47,7 @@ func (s *Server) jobsBulkConfirm(c *fiber.Ctx) error {
 		return s.errorPage(c, fiber.StatusBadRequest, "Unknown action", "A bulk action is cancel or retry.")
 	}
 	q := s.parseJobsQuery(ctx, p, func(k string) string { return c.Query(k) }, time.Now())
-	ids, err := s.deps.Jobs.BulkSelect(ctx, viewerOf(p), q.filter, states, dashBulkCap+1)
+	ids, err := s.deps.Reads.BulkSelect(ctx, viewerOf(p), q.filter, states, dashBulkCap+1)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (s *Server) jobsBulkAction(c *fiber.Ctx) error {
 	}
 	q := s.parseJobsQuery(ctx, p, func(k string) string { return c.FormValue(k) }, time.Now())
 	v, actor := viewerOf(p), actorOf(p)
-	ids, err := s.deps.Jobs.BulkSelect(ctx, v, q.filter, states, dashBulkCap)
+	ids, err := s.deps.Reads.BulkSelect(ctx, v, q.filter, states, dashBulkCap)
 	if err != nil {
 		return err
 	}

@@ -9,13 +9,14 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
 // jobsQuery is a parsed jobs filter.
 type jobsQuery struct {
 	view   views.JobsFilter
-	filter jobs.JobFilter
+	filter readmodel.JobFilter
 	errs   map[string]string
 	// goTo is the job or prompt id typed in the search field (uuid.Nil when none).
 	goTo uuid.UUID

@@ -11,6 +11,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) jobRows(ctx context.Context, list []db.Job) []views.JobRow {
 // jobsCounts are jobs by state from the trigger-kept counters, shared for a second.
 func (s *Server) jobsCounts(ctx context.Context, v jobs.Viewer, q jobsQuery, notBefore time.Time) ([]views.Count, error) {
 	m, err := s.dashboard.jobCounts.getFresh(ctx, countsKeyOf(v, q.filter.OrgID), notBefore, func(ctx context.Context) (map[string]int64, error) {
-		return s.deps.Jobs.JobCounts(ctx, v, q.filter.OrgID)
+		return s.deps.Reads.JobCounts(ctx, v, q.filter.OrgID)
 	})
 	if err != nil {
 		return nil, err
@@ -97,11 +98,11 @@ func jobsLive(q jobsQuery) views.Live {
 // loadJobsList reads one page of jobs with counts; a bad cursor restarts at the newest.
 func (s *Server) loadJobsList(ctx context.Context, p identity.Principal, q jobsQuery) (views.JobsList, []db.Job, error) {
 	v := viewerOf(p)
-	list, next, err := s.deps.Jobs.ListJobs(ctx, v, q.filter)
-	if errors.Is(err, jobs.ErrBadCursor) {
+	list, next, err := s.deps.Reads.ListJobs(ctx, v, q.filter)
+	if errors.Is(err, readmodel.ErrBadCursor) {
 		q.errs["cursor"] = "bad page link"
 		q.filter.Cursor = ""
-		list, next, err = s.deps.Jobs.ListJobs(ctx, v, q.filter)
+		list, next, err = s.deps.Reads.ListJobs(ctx, v, q.filter)
 	}
 	if err != nil {
 		return views.JobsList{}, nil, err
@@ -120,7 +121,7 @@ func (s *Server) jobsPage(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	q := s.parseJobsQuery(ctx, p, func(k string) string { return c.Query(k) }, time.Now())
 	if q.goTo != uuid.Nil {
-		j, err := s.deps.Jobs.FindJob(ctx, viewerOf(p), q.goTo)
+		j, err := s.deps.Reads.FindJob(ctx, viewerOf(p), q.goTo)
 		if err == nil {
 			return c.Redirect("/admin/jobs/"+j.ID.String(), fiber.StatusSeeOther)
 		}

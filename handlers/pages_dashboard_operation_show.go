@@ -14,7 +14,7 @@ import (
 
 // operationDetail builds the operator view of one operation.
 func (s *Server) operationDetail(ctx context.Context, v jobs.Viewer, id uuid.UUID) (views.OperationDetail, error) {
-	od, err := s.deps.Jobs.GetOperation(ctx, v, id)
+	od, err := s.deps.Reads.GetOperation(ctx, v, id)
 	if err != nil {
 		return views.OperationDetail{}, err
 	}

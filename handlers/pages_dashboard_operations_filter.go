@@ -8,15 +8,15 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/identity"
-	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
 // opsQuery is a parsed operations filter.
 type opsQuery struct {
 	view   views.OpsFilter
-	filter jobs.OperationFilter
+	filter readmodel.OperationFilter
 	errs   map[string]string
 }
 

@@ -12,6 +12,7 @@ import (
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -26,7 +27,7 @@ func opRowOf(op db.Operation, orgs map[int64]string) views.OpRow {
 // admin), from the trigger-kept counters, shared across streams for a second.
 func (s *Server) opsCounts(ctx context.Context, v jobs.Viewer, q opsQuery, notBefore time.Time) ([]views.Count, error) {
 	m, err := s.dashboard.opCounts.getFresh(ctx, countsKeyOf(v, q.filter.OrgID), notBefore, func(ctx context.Context) (map[string]int64, error) {
-		return s.deps.Jobs.OrgOperationCounts(ctx, v, q.filter.OrgID)
+		return s.deps.Reads.OrgOperationCounts(ctx, v, q.filter.OrgID)
 	})
 	if err != nil {
 		return nil, err
@@ -62,11 +63,11 @@ func opsLive(q opsQuery) views.Live {
 // loadOpsList reads one page of operations with counts; a bad cursor restarts at the newest.
 func (s *Server) loadOpsList(ctx context.Context, p identity.Principal, q opsQuery) (views.OpsList, []db.Operation, error) {
 	v := viewerOf(p)
-	ops, next, err := s.deps.Jobs.ListOperations(ctx, v, q.filter)
-	if errors.Is(err, jobs.ErrBadCursor) {
+	ops, next, err := s.deps.Reads.ListOperations(ctx, v, q.filter)
+	if errors.Is(err, readmodel.ErrBadCursor) {
 		q.errs["cursor"] = "bad page link"
 		q.filter.Cursor = ""
-		ops, next, err = s.deps.Jobs.ListOperations(ctx, v, q.filter)
+		ops, next, err = s.deps.Reads.ListOperations(ctx, v, q.filter)
 	}
 	if err != nil {
 		return views.OpsList{}, nil, err
@@ -100,7 +101,7 @@ func (s *Server) dashOperationsPage(c *fiber.Ctx) error {
 		return s.dashError(c, err, "page")
 	}
 	d.Notice = dashNoticeOf(c)
-	for _, k := range s.deps.Jobs.OperationKinds() {
+	for _, k := range s.deps.Reads.OperationKinds() {
 		d.Kinds = append(d.Kinds, views.Option{Value: k, Label: k})
 	}
 	if d.ShowOrg {

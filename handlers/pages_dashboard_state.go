@@ -22,6 +22,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -33,7 +34,7 @@ const dashNamesTTL = 5 * time.Minute
 // mounted River UI.
 type dashboardState struct {
 	// orgs is the admin's organisation filter list.
-	orgs *cache[struct{}, []jobs.OrgName]
+	orgs *cache[struct{}, []readmodel.OrgName]
 	// opCounts and jobCounts are the counts bars, by viewer and filtered org.
 	opCounts  *cache[dashCountsKey, map[string]int64]
 	jobCounts *cache[dashCountsKey, map[string]int64]
@@ -77,7 +78,7 @@ type dashName struct {
 // newDashboardState builds the dashboard's shared state for a server with deps.
 func newDashboardState(deps Deps) *dashboardState {
 	return &dashboardState{
-		orgs:      newCache[struct{}, []jobs.OrgName](30 * time.Second),
+		orgs:      newCache[struct{}, []readmodel.OrgName](30 * time.Second),
 		opCounts:  newCache[dashCountsKey, map[string]int64](time.Second),
 		jobCounts: newCache[dashCountsKey, map[string]int64](time.Second),
 		eventOps:  newCache[dashEventKey, map[uuid.UUID]db.Operation](10 * time.Second),
@@ -138,7 +139,7 @@ func (s *Server) names(ctx context.Context, orgIDs, userIDs []int64) (orgs, user
 	if len(missOrgs)+len(missUsers) == 0 {
 		return orgs, users
 	}
-	o, u, err := s.deps.Jobs.DisplayNames(ctx, missOrgs, missUsers)
+	o, u, err := s.deps.Reads.DisplayNames(ctx, missOrgs, missUsers)
 	if err != nil {
 		s.log.Warn("dashboard names", "err", err)
 		return orgs, users
@@ -158,7 +159,7 @@ func (s *Server) names(ctx context.Context, orgIDs, userIDs []int64) (orgs, user
 
 // orgOptions lists every org for an admin's filter.
 func (s *Server) orgOptions(ctx context.Context) []views.Option {
-	orgs, err := s.dashboard.orgs.get(ctx, struct{}{}, s.deps.Jobs.OrgDirectory)
+	orgs, err := s.dashboard.orgs.get(ctx, struct{}{}, s.deps.Reads.OrgDirectory)
 	if err != nil {
 		s.log.Warn("dashboard org list", "err", err)
 		return nil

@@ -17,13 +17,14 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
 // missionMaxDrops bounds the field: the newest prompts by created_at.
 const missionMaxDrops = 200
 
-// missionCutMark ends a text the field carries only the head of (jobs.MissionTextCap
+// missionCutMark ends a text the field carries only the head of (readmodel.MissionTextCap
 // characters); the whole text is in the API's answers.
 const missionCutMark = " …"
 
@@ -67,16 +68,16 @@ func renderStreamed(c *fiber.Ctx, comp templ.Component) error {
 // only when something changed).
 func (s *Server) missionDrops(c *fiber.Ctx) error {
 	v := missionViewer(principalOf(c))
-	var items []jobs.MissionItem
+	var items []readmodel.MissionItem
 	var err error
 	if q := c.Query("since"); q != "" {
 		since, perr := time.Parse(time.RFC3339Nano, q)
 		if perr != nil {
 			return fiber.NewError(fiber.StatusUnprocessableEntity, "since must be an RFC 3339 time")
 		}
-		items, err = s.deps.Jobs.MissionChanged(c.UserContext(), v, since, nil, missionMaxDrops)
+		items, err = s.deps.Reads.MissionChanged(c.UserContext(), v, since, nil, missionMaxDrops)
 	} else {
-		_, items, err = s.deps.Jobs.MissionField(c.UserContext(), v, missionMaxDrops)
+		_, items, err = s.deps.Reads.MissionField(c.UserContext(), v, missionMaxDrops)
 	}
 	if err != nil {
 		return err
@@ -146,7 +147,7 @@ func (s *Server) missionSubmit(c *fiber.Ctx) error {
 	}
 	// The drop as accepted: queued, versioned by its creation. When the stream has already
 	// shown a later state, the page keeps that one.
-	d, err := s.deps.Jobs.GetJob(c.UserContext(), v, out.JobID)
+	d, err := s.deps.Reads.GetJob(c.UserContext(), v, out.JobID)
 	if err != nil {
 		return err
 	}
@@ -268,7 +269,7 @@ func (s *Server) missionAction(c *fiber.Ctx, act func(context.Context, jobs.View
 	if err != nil {
 		return notFound()
 	}
-	d, err := s.deps.Jobs.GetJob(ctx, v, jobID)
+	d, err := s.deps.Reads.GetJob(ctx, v, jobID)
 	if errors.Is(err, jobs.ErrNotFound) || (err == nil && d.Job.PromptID != promptID) {
 		return notFound()
 	}
@@ -321,14 +322,14 @@ func (s *Server) missionDropsByID(ctx context.Context, v jobs.Viewer, ids map[uu
 		list = append(list, id)
 	}
 	// A millisecond of slack: since is compared with the jobs' updated_at, inclusively.
-	items, err := s.deps.Jobs.MissionChanged(ctx, v, since.Add(-time.Millisecond), list, missionMaxDrops)
+	items, err := s.deps.Reads.MissionChanged(ctx, v, since.Add(-time.Millisecond), list, missionMaxDrops)
 	if err != nil {
 		return missionRender{}, err
 	}
 	return s.missionRendered(ctx, items)
 }
 
-func missionDropOf(it jobs.MissionItem, out *db.OutputHead) views.MissionDrop {
+func missionDropOf(it readmodel.MissionItem, out *db.OutputHead) views.MissionDrop {
 	j := it.Job
 	d := views.MissionDrop{PromptID: it.Prompt.ID.String(), Text: it.Prompt.Body, CreatedAt: it.Prompt.CreatedAt,
 		JobID: j.ID.String(), State: j.State, Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
@@ -339,7 +340,7 @@ func missionDropOf(it jobs.MissionItem, out *db.OutputHead) views.MissionDrop {
 	if it.Prompt.ParentID != nil {
 		d.ParentID = it.Prompt.ParentID.String()
 	}
-	if jobs.HasOutput(j.State) && (out != nil || j.State == string(jobs.StateRunning)) {
+	if readmodel.HasOutput(j.State) && (out != nil || j.State == string(jobs.StateRunning)) {
 		d.HasOutput = true
 		if out != nil {
 			d.Output = out.Text

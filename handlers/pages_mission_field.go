@@ -9,6 +9,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -18,7 +19,7 @@ import (
 // there, rendered, and only the others are read in full (one more query, none when all hit).
 // The settled drops read in full are rendered and stored for the next read.
 func (s *Server) missionField(ctx context.Context, v jobs.Viewer, csrf string) (views.MissionField, missionRender, error) {
-	asOf, versions, err := s.deps.Jobs.MissionVersions(ctx, v, missionMaxDrops)
+	asOf, versions, err := s.deps.Reads.MissionVersions(ctx, v, missionMaxDrops)
 	if err != nil {
 		return views.MissionField{}, missionRender{}, err
 	}
@@ -31,7 +32,7 @@ func (s *Server) missionField(ctx context.Context, v jobs.Viewer, csrf string) (
 			missing = append(missing, mv.PromptID)
 		}
 	}
-	fresh, err := s.deps.Jobs.MissionPrompts(ctx, v, missing)
+	fresh, err := s.deps.Reads.MissionPrompts(ctx, v, missing)
 	if err != nil {
 		return views.MissionField{}, missionRender{}, err
 	}
@@ -39,13 +40,13 @@ func (s *Server) missionField(ctx context.Context, v jobs.Viewer, csrf string) (
 	if err != nil {
 		return views.MissionField{}, missionRender{}, err
 	}
-	read := make(map[string]jobs.MissionItem, len(fresh))
+	read := make(map[string]readmodel.MissionItem, len(fresh))
 	for _, it := range fresh {
 		read[it.Prompt.ID.String()] = it
 	}
 	// The cached drops join the fresh ones: the slices are sized once for the whole field.
 	r.drops = append(make([]views.MissionDrop, 0, len(r.drops)+len(hits)), r.drops...)
-	r.items = append(make([]jobs.MissionItem, 0, len(r.items)+len(hits)), r.items...)
+	r.items = append(make([]readmodel.MissionItem, 0, len(r.items)+len(hits)), r.items...)
 	for _, mv := range versions {
 		if e := hits[mv.PromptID.String()]; e != nil {
 			r.drops = append(r.drops, e.drop)
@@ -77,13 +78,13 @@ func (s *Server) missionField(ctx context.Context, v jobs.Viewer, csrf string) (
 // settledBefore reports whether a drop read at as_of asOf may be cached: its newest job is
 // terminal, and it became so before asOf, so every transaction that started before that change
 // (a late output write among them) had ended when the drop was read.
-func settledBefore(it jobs.MissionItem, asOf time.Time) bool {
+func settledBefore(it readmodel.MissionItem, asOf time.Time) bool {
 	return jobs.State(it.Job.State).Terminal() && it.Job.UpdatedAt.Before(asOf)
 }
 
 // slimMissionItem is what a mission stream keeps of a cached drop's item (see rendered).
-func slimMissionItem(it jobs.MissionItem) jobs.MissionItem {
-	return jobs.MissionItem{Prompt: db.Entity{ID: it.Prompt.ID, Kind: it.Prompt.Kind}, Job: db.Job{ID: it.Job.ID,
+func slimMissionItem(it readmodel.MissionItem) readmodel.MissionItem {
+	return readmodel.MissionItem{Prompt: db.Entity{ID: it.Prompt.ID, Kind: it.Prompt.Kind}, Job: db.Job{ID: it.Job.ID,
 		PromptID: it.Job.PromptID, State: it.Job.State, Attempt: it.Job.Attempt, UpdatedAt: it.Job.UpdatedAt}}
 }
 

@@ -13,6 +13,7 @@ import (
 	"asterion/db"
 	"asterion/jobs"
 	"asterion/jobs/output"
+	"asterion/jobs/readmodel"
 	"asterion/views"
 )
 
@@ -20,14 +21,14 @@ import (
 // heads they include (by job id), so that a stream knows which chunks the page already has.
 type missionRender struct {
 	drops []views.MissionDrop
-	items []jobs.MissionItem
+	items []readmodel.MissionItem
 	heads map[uuid.UUID]db.OutputHead
 }
 
 // missionRendered turns items into drops (depth unknown) with the output of the drops that
 // show some, read for all of them at once.
-func (s *Server) missionRendered(ctx context.Context, items []jobs.MissionItem) (missionRender, error) {
-	heads, err := s.deps.Jobs.MissionOutput(ctx, items)
+func (s *Server) missionRendered(ctx context.Context, items []readmodel.MissionItem) (missionRender, error) {
+	heads, err := s.deps.Reads.MissionOutput(ctx, items)
 	if err != nil {
 		return missionRender{}, err
 	}
@@ -60,7 +61,7 @@ func (s *Server) missionRendered(ctx context.Context, items []jobs.MissionItem) 
 
 // outputMark is what the page has of one job's output: the attempt and last seq its output
 // element holds and how many characters, whether it still grows (a running drop) and whether
-// it was cut at jobs.MissionOutputCap (then nothing more is appended, as a reload shows).
+// it was cut at readmodel.MissionOutputCap (then nothing more is appended, as a reload shows).
 type outputMark struct {
 	prompt              uuid.UUID
 	attempt, seq, chars int
@@ -102,7 +103,7 @@ func (m *missionStreamer) chunk(ctx context.Context, w *bufio.Writer, c db.Outpu
 	case !mk.live || mk.cut || c.Attempt < mk.attempt || c.Seq <= mk.seq:
 		return nil
 	case c.Seq > mk.seq+1:
-		page, err := m.s.deps.Jobs.Output(ctx, m.v, c.JobID, mk.seq, 0)
+		page, err := m.s.deps.Reads.Output(ctx, m.v, c.JobID, mk.seq, 0)
 		if err != nil {
 			return err
 		}
@@ -128,8 +129,8 @@ func (m *missionStreamer) appendChunk(ctx context.Context, w *bufio.Writer, c db
 	}
 	text := c.Text
 	n := utf8.RuneCountInString(text)
-	if mk.chars+n > jobs.MissionOutputCap {
-		text, _ = db.CutRunes(text, jobs.MissionOutputCap-mk.chars)
+	if mk.chars+n > readmodel.MissionOutputCap {
+		text, _ = db.CutRunes(text, readmodel.MissionOutputCap-mk.chars)
 		text += missionCutMark
 		mk.cut = true
 	}

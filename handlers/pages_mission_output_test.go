@@ -14,6 +14,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // startRunning puts a queued job in the running state, as a worker's claim does.
@@ -109,9 +110,9 @@ func TestMissionPageRendersOutput(t *testing.T) {
 			t.Errorf("%s: queued drop has an output element %q", path, el)
 		}
 		got := outputText(outputElement(t, body, long.JobID))
-		if want := strings.Repeat(piece, 4) + strings.Repeat("é", jobs.MissionOutputCap-4000) + missionCutMark; got != want {
+		if want := strings.Repeat(piece, 4) + strings.Repeat("é", readmodel.MissionOutputCap-4000) + missionCutMark; got != want {
 			t.Errorf("%s: long output is %d bytes ending %q, want the first %d characters and the cut mark", path,
-				len(got), got[max(len(got)-20, 0):], jobs.MissionOutputCap)
+				len(got), got[max(len(got)-20, 0):], readmodel.MissionOutputCap)
 		}
 	}
 }
@@ -214,7 +215,7 @@ func TestMissionStreamOutputFragments(t *testing.T) {
 	// Where the field cuts the text, the stream cuts it too and then stops.
 	r := e.submit(t, v, "a long answer")
 	e.startRunning(t, r.JobID)
-	head := strings.Repeat("w", jobs.MissionOutputCap-3)
+	head := strings.Repeat("w", readmodel.MissionOutputCap-3)
 	e.writeChunks(t, r.JobID, 1, head)
 	streamChunk(t, m, chunk(r.JobID, r.PromptID, 1, head))
 	e.writeChunks(t, r.JobID, 2, "abcdef")

@@ -11,6 +11,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // promptQueries counts the queries bun runs that read prompts or jobs, and apart from them
@@ -60,7 +61,7 @@ func TestMissionPageAndDropsReadTheNewest200Once(t *testing.T) {
 	e := newMissionEnv(t)
 	b, v := e.member(t, "acme", "hoarder", identity.RoleMember)
 	ctx := context.Background()
-	long := strings.Repeat("x", jobs.MissionTextCap) + "THE-TAIL-OF-A-LONG-PROMPT"
+	long := strings.Repeat("x", readmodel.MissionTextCap) + "THE-TAIL-OF-A-LONG-PROMPT"
 	var subs []jobs.Submitted
 	for i := range 230 {
 		text := "short prompt"
@@ -101,7 +102,7 @@ func TestMissionPageAndDropsReadTheNewest200Once(t *testing.T) {
 			}
 		}
 		if strings.Contains(body, "THE-TAIL-OF-A-LONG-PROMPT") || !strings.Contains(body, missionCutMark) {
-			t.Errorf("%s shows the whole of a prompt longer than %d characters", path, jobs.MissionTextCap)
+			t.Errorf("%s shows the whole of a prompt longer than %d characters", path, readmodel.MissionTextCap)
 		}
 		if !strings.Contains(body, subs[210].JobID.String()) {
 			t.Errorf("%s does not list the superseded job of a retried prompt", path)

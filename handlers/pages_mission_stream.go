@@ -75,7 +75,7 @@ func (m *missionStreamer) open(ctx context.Context, w *bufio.Writer) error {
 func (m *missionStreamer) resync(ctx context.Context, w *bufio.Writer) error {
 	snapped := false
 	for {
-		evs, err := m.s.deps.Jobs.ReplayEvents(ctx, m.last, m.scope, 500)
+		evs, err := m.s.deps.Reads.ReplayEvents(ctx, m.last, m.scope, 500)
 		if errors.Is(err, feed.ErrReplayGone) && !snapped {
 			snapped = true
 			// What happened since is no longer in the feed: send the whole field again.

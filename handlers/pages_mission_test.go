@@ -310,7 +310,7 @@ func testMissionCancelAndRetry(t *testing.T, e *missionEnv) {
 	if !strings.Contains(body, `class="drop-attempt is-superseded" data-job-id="`+p.JobID.String()+`"`) {
 		t.Errorf("the superseded job is not listed:\n%s", body)
 	}
-	d, err := e.jobs.GetJob(context.Background(), v, p.JobID)
+	d, err := e.srv.deps.Reads.GetJob(context.Background(), v, p.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}

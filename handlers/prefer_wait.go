@@ -60,7 +60,7 @@ func (s *Server) awaitJob(ctx context.Context, v jobs.Viewer, id uuid.UUID, wait
 	var job db.Job
 	done, err := s.awaitTerminal(ctx, v.Scope(), aboutJob(id), time.Duration(wait)*time.Second,
 		func(ctx context.Context) (bool, error) {
-			j, err := s.deps.Jobs.FindJob(ctx, v, id)
+			j, err := s.deps.Reads.FindJob(ctx, v, id)
 			if err != nil {
 				return false, err
 			}
@@ -73,7 +73,7 @@ func (s *Server) awaitJob(ctx context.Context, v jobs.Viewer, id uuid.UUID, wait
 // waitedResult is what a submit that waited adds to its answer: the response, or the error.
 func (s *Server) waitedResult(c *fiber.Ctx, v jobs.Viewer, j db.Job) (fiber.Map, error) {
 	if j.State == string(jobs.StateSucceeded) {
-		r, err := s.deps.Jobs.Response(c.UserContext(), v, j)
+		r, err := s.deps.Reads.Response(c.UserContext(), v, j)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,7 @@ import (
 	"asterion/jobs/feed"
 	"asterion/jobs/flowctl"
 	"asterion/jobs/output"
+	"asterion/jobs/readmodel"
 	"asterion/static"
 	"asterion/views"
 )
@@ -40,6 +41,9 @@ const BodyLimit = 256 * 1024
 type Deps struct {
 	Identity *identity.Service
 	Jobs     *jobs.Service
+	// Reads are the read models the API and the pages show; nil means read models over Jobs'
+	// database, registry and meter.
+	Reads *readmodel.Reads
 	// Chains accepts and reads flow.chain operations; nil means a chain owner over Jobs.
 	Chains *chain.Chains
 	// Flow reads and steers flow control for the health page; nil means one over Jobs' database
@@ -101,6 +105,10 @@ func New(deps Deps) *Server {
 	if deps.Chains == nil && deps.Jobs != nil {
 		// Jobs is set, so New cannot fail.
 		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
+	}
+	if deps.Reads == nil && deps.Jobs != nil {
+		// The database and the registry are set, so New cannot fail.
+		deps.Reads, _ = readmodel.New(readmodel.Config{DB: deps.Jobs.DB(), Registry: deps.Jobs.Registry(), Meter: deps.Jobs.Meter()})
 	}
 	if deps.Flow == nil && deps.Jobs != nil {
 		// The database is set, so New cannot fail.

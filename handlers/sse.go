@@ -16,6 +16,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/feed"
+	"asterion/jobs/readmodel"
 )
 
 // SSEHeartbeat is how often a comment line keeps an idle stream open (CONTRACT.md: ≤ 15 s).
@@ -76,7 +77,7 @@ func (s *Server) missionEvents(c *fiber.Ctx) error {
 	if last == 0 {
 		last = s.deps.Hub.Cursor()
 	}
-	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Jobs, scope: scope, last: last, log: s.log, frames: s.outputFrames,
+	s.serveStream(c, scope, &apiStreamer{replayer: s.deps.Reads, scope: scope, last: last, log: s.log, frames: s.outputFrames,
 		snap: s.apiSnapshot(viewerOf(principalOf(c))), cursor: s.deps.Hub.Cursor})
 	return nil
 }
@@ -89,7 +90,7 @@ const apiSnapshotJobs = 200
 // oldest first, after a comment that says why.
 func (s *Server) apiSnapshot(v jobs.Viewer) func(ctx context.Context, w *bufio.Writer) error {
 	return func(ctx context.Context, w *bufio.Writer) error {
-		list, _, err := s.deps.Jobs.ListJobs(ctx, v, jobs.JobFilter{Limit: apiSnapshotJobs})
+		list, _, err := s.deps.Reads.ListJobs(ctx, v, readmodel.JobFilter{Limit: apiSnapshotJobs})
 		if err != nil {
 			return fmt.Errorf("stream snapshot: %w", err)
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
-
 	"asterion/db"
 	"asterion/jobs/provider"
 	"asterion/jobs/usage"
@@ -49,15 +47,6 @@ func (s *calls) recordAttempt(ctx context.Context, job db.Job, askedModel string
 	if _, err := s.cfg.Usage.Record(ctx, s.db, u); err != nil {
 		s.log.Warn("recording an attempt's usage failed", "job_id", job.ID, "attempt", job.Attempt, "err", err)
 	}
-}
-
-// JobUsage returns the usage of every attempt of a job, oldest first, and their sum; nothing
-// when no meter is configured.
-func (s *Reads) JobUsage(ctx context.Context, jobID uuid.UUID) ([]db.Attempt, usage.Total, error) {
-	if s.meter == nil {
-		return nil, usage.Total{}, nil
-	}
-	return s.meter.JobAttempts(ctx, jobID)
 }
 
 // Meter is the usage meter of the service, nil when none is configured.

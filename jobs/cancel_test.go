@@ -138,7 +138,7 @@ func TestCancelVisibility(t *testing.T) {
 	if j := e.job(queued.JobID); j.State != "queued" {
 		t.Fatalf("a refused cancel changed the job: %s", j.State)
 	}
-	if _, err := e.s.GetJob(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, queued.JobID); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := e.r.GetJob(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, queued.JobID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("GetJob from another org: %v, want ErrNotFound", err)
 	}
 

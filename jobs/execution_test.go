@@ -17,6 +17,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
+	"asterion/jobs/jobstest"
 )
 
 // TestAsyncExecutionProof is the design's async-execution-proof: queued → running → succeeded
@@ -180,7 +181,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 		t.Fatalf("feed states %v", states)
 	}
 	// Replay from the table agrees with what was pushed.
-	replayed, err := e.s.ReplayEvents(ctx, 0, e.v.Scope(), 100)
+	replayed, err := e.r.ReplayEvents(ctx, 0, e.v.Scope(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 		deadline := time.Now().Add(150 * time.Second)
 		for e.count("SELECT count(*) FROM sa_job WHERE id = ANY(?::uuid[]) AND state = 'succeeded'", uuidArray(ids)) != len(ids) {
 			if time.Now().After(deadline) {
-				dumpQueue(e)
+				jobstest.DumpQueue(e.t, e.d)
 				t.Fatal("timed out waiting for every job to succeed")
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -391,23 +392,6 @@ func uuidArray(ids []uuid.UUID) string {
 		parts[i] = id.String()
 	}
 	return "{" + strings.Join(parts, ",") + "}"
-}
-
-// dumpQueue logs job and River job states, for a test that timed out.
-func dumpQueue(e *tenv) {
-	rows, err := e.d.Bun.QueryContext(context.Background(), `SELECT 'job', state, count(*) FROM sa_job GROUP BY state
-		UNION ALL SELECT 'river:' || queue, state::text, count(*) FROM river_job GROUP BY queue, state ORDER BY 1, 2`)
-	if err != nil {
-		e.t.Logf("dump: %v", err)
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var a, b string
-		var n int
-		_ = rows.Scan(&a, &b, &n)
-		e.t.Logf("%s %s: %d", a, b, n)
-	}
 }
 
 // TestRunSync is the synchronous path (design phase 1): one provider call in-process, a job

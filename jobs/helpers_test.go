@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -20,61 +18,45 @@ import (
 	"asterion/jobs/feed"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
+	"asterion/jobs/readmodel"
 )
 
 // discard is the logger of every test service: tests assert on rows, not log lines.
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// fastWait keeps the backoff recorded on the row but lets the vehicle run again almost at once.
-func fastWait(time.Duration) time.Duration { return 10 * time.Millisecond }
+var discard = jobstest.Discard
 
 // instantSim is the real sim provider without its random latency.
-func instantSim() provider.Provider { return provider.NewSim(provider.SimConfig{}) }
+func instantSim() provider.Provider { return jobstest.InstantSim() }
 
 // tenv is one test's database, org, users and service.
 type tenv struct {
 	t  testing.TB
 	d  *dbtest.DB
 	s  *jobs.Service
-	o  int64       // the org
-	u  int64       // a member of the org
-	v  jobs.Viewer // the member's view
-	op jobs.Viewer // an operator's view of the org
+	r  *readmodel.Reads // the read models over s
+	o  int64            // the org
+	u  int64            // a member of the org
+	v  jobs.Viewer      // the member's view
+	op jobs.Viewer      // an operator's view of the org
 }
 
 // newEnv makes a fresh database with one org and member, and a service over prov.
 func newEnv(t testing.TB, prov provider.Provider, mods ...func(*jobs.Config)) *tenv {
 	t.Helper()
-	d := dbtest.New(t)
-	// A test database needs no crash durability: commits that skip the WAL flush keep the
-	// many small job transactions (and PostgreSQL's cluster-wide NOTIFY commit lock) fast.
-	// Sessions opened from now on inherit it; it changes nothing the code under test can see.
-	if _, err := d.Bun.ExecContext(context.Background(),
-		"DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = off', current_database()); END $$"); err != nil {
-		t.Fatalf("relax test database durability: %v", err)
-	}
+	d := jobstest.NewDB(t)
 	org, user := createOrgUser(t, d.Bun, "member")
 	opUser := createUser(t, d.Bun, org, "operator")
 	e := &tenv{t: t, d: d, o: org, u: user,
 		v:  jobs.Viewer{OrgID: org, UserID: user},
 		op: jobs.Viewer{OrgID: org, UserID: opUser, OrgWide: true}}
 	e.s = e.service(prov, mods...)
+	e.r = jobstest.NewReads(t, e.s)
 	return e
 }
 
 // service builds another Service over the same database (a second process, say).
 func (e *tenv) service(prov provider.Provider, mods ...func(*jobs.Config)) *jobs.Service {
 	e.t.Helper()
-	cfg := jobs.Config{DB: e.d.Bun, Provider: prov, Logger: discard, HeartbeatInterval: 50 * time.Millisecond,
-		Wait: fastWait}
-	for _, m := range mods {
-		m(&cfg)
-	}
-	s, err := jobs.NewService(cfg)
-	if err != nil {
-		e.t.Fatalf("NewService: %v", err)
-	}
-	return s
+	return jobstest.NewService(e.t, e.d, prov, mods...)
 }
 
 // createOrgUser inserts an org and one user of role in it.
@@ -123,25 +105,13 @@ func intp(n int) *int { return &n }
 // submit submits text as the env's member and fails the test on error.
 func (e *tenv) submit(text string, mods ...func(*jobs.SubmitRequest)) jobs.Submitted {
 	e.t.Helper()
-	req := jobs.SubmitRequest{Viewer: e.v, Prompt: text}
-	for _, m := range mods {
-		m(&req)
-	}
-	sub, err := e.s.Submit(context.Background(), req)
-	if err != nil {
-		e.t.Fatalf("Submit(%q): %v", text, err)
-	}
-	return sub
+	return jobstest.Submit(e.t, e.s, e.v, text, mods...)
 }
 
 // job reads a job row.
 func (e *tenv) job(id uuid.UUID) db.Job {
 	e.t.Helper()
-	var j db.Job
-	if err := e.d.Bun.NewSelect().Model(&j).Where("id = ?", id).Scan(context.Background()); err != nil {
-		e.t.Fatalf("read job %s: %v", id, err)
-	}
-	return j
+	return jobstest.Job(e.t, e.d, id)
 }
 
 // operation reads a registry row.

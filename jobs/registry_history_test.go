@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 )
 
 // completedPrompts runs n prompts to completion with a worker pool that is stopped afterwards.
@@ -41,14 +42,14 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 	subs := completedPrompts(t, e, len(tampers))
 	for i, tc := range tampers {
 		id := subs[i].Operation.OperationID
-		d, err := e.s.GetOperation(ctx, e.op, id)
+		d, err := e.r.GetOperation(ctx, e.op, id)
 		if err != nil || d.ChainBrokenAt != -1 || len(d.History) != 3 {
 			t.Fatalf("%s: untouched history: %v, broken at %d, %d entries", tc.name, err, d.ChainBrokenAt, len(d.History))
 		}
 		if _, err := e.d.Bun.ExecContext(ctx, tc.sql, id); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		d, err = e.s.GetOperation(ctx, e.op, id)
+		d, err = e.r.GetOperation(ctx, e.op, id)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -68,7 +69,7 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 		if _, err := e.d.Bun.ExecContext(ctx, tc.sql, id); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		d, err := e.s.GetOperation(ctx, e.op, id)
+		d, err := e.r.GetOperation(ctx, e.op, id)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -77,7 +78,7 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 		}
 	}
 	// The others are untouched by a neighbour's tampering.
-	if d, err := e.s.GetOperation(ctx, e.op, subs[0].Operation.OperationID); err != nil || d.ChainBrokenAt != 1 {
+	if d, err := e.r.GetOperation(ctx, e.op, subs[0].Operation.OperationID); err != nil || d.ChainBrokenAt != 1 {
 		t.Errorf("first operation: %v, broken at %d", err, d.ChainBrokenAt)
 	}
 }
@@ -88,13 +89,14 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	sub := completedPrompts(t, e, 1)[0]
 	id := sub.Operation.OperationID
 	ctx := context.Background()
-	before, err := e.s.GetOperation(ctx, e.v, id)
+	before, err := e.r.GetOperation(ctx, e.v, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A new process: a new Service over the same database.
 	s2 := e.service(instantSim())
-	after, err := s2.GetOperation(ctx, e.v, id)
+	r2 := jobstest.NewReads(t, s2)
+	after, err := r2.GetOperation(ctx, e.v, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +115,11 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(re.Job.ID, jobs.StateSucceeded, 10*time.Second)
-	d2, err := s2.GetOperation(ctx, e.v, re.Operation.OperationID)
+	d2, err := r2.GetOperation(ctx, e.v, re.Operation.OperationID)
 	if err != nil || d2.ChainBrokenAt != -1 || len(d2.History) != 3 {
 		t.Fatalf("successor's history: %v, broken at %d, %d entries", err, d2.ChainBrokenAt, len(d2.History))
 	}
-	old, err := s2.GetOperation(ctx, e.v, id)
+	old, err := r2.GetOperation(ctx, e.v, id)
 	if err != nil || old.ChainBrokenAt != -1 || len(old.History) != 3 || old.Operation.SuccessorID == nil ||
 		*old.Operation.SuccessorID != re.Operation.OperationID {
 		t.Fatalf("old operation after retry: %v, broken at %d, successor %v", err, old.ChainBrokenAt, old.Operation.SuccessorID)

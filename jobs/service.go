@@ -87,12 +87,12 @@ type Config struct {
 
 // Service is the execution core shared by the API, the workers and the command line.
 type Service struct {
-	// Reads is the read side (lists, counts, details, dashboard series, metrics).
-	*Reads
 	// Operations is the registry's API for the server.
 	*Operations
 
-	cfg    Config
+	cfg Config
+	// eta estimates when queued jobs start and running ones end (the 202's eta_seconds).
+	eta    *Estimator
 	db     *bun.DB
 	log    *slog.Logger
 	insert *river.Client[*sql.Tx]
@@ -186,7 +186,7 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Reads: &Reads{db: cfg.DB, reg: reg, meter: cfg.Usage, eta: eta}, Operations: &Operations{reg: reg},
+	s := &Service{Operations: &Operations{reg: reg}, eta: eta,
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
 		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger), rate: newSubmitRate(cfg.SubmitRate, cfg.Now)}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
@@ -202,8 +202,8 @@ func NewService(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Provider returns the provider jobs run against.
-func (s *Service) Provider() provider.Provider { return s.cfg.Provider }
+// ETAs returns the estimator of when jobs start and end.
+func (s *Service) ETAs() *Estimator { return s.eta }
 
 // DB returns the database the service writes.
 func (s *Service) DB() *bun.DB { return s.db }

@@ -100,7 +100,7 @@ func TestRetryBySupersede(t *testing.T) {
 	if _, err := e.s.Retry(ctx, e.v, old.ID, actor); !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("retry of a superseded job: %v, want ErrConflict", err)
 	}
-	detail, err := e.s.GetJob(ctx, e.v, nj.ID)
+	detail, err := e.r.GetJob(ctx, e.v, nj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +108,11 @@ func TestRetryBySupersede(t *testing.T) {
 		detail.History[1].Supersedes == nil || *detail.History[1].Supersedes != old.ID || detail.Job.ID != nj.ID {
 		t.Fatalf("history %+v, want old then new", detail.History)
 	}
-	if d2, err := e.s.GetJob(ctx, e.v, old.ID); err != nil || len(d2.History) != 2 || d2.History[0].ID != old.ID {
+	if d2, err := e.r.GetJob(ctx, e.v, old.ID); err != nil || len(d2.History) != 2 || d2.History[0].ID != old.ID {
 		t.Fatalf("history from the old job: %+v, %v", d2.History, err)
 	}
 	// The mission field shows the prompt with its newest job.
-	_, items, err := e.s.MissionRecent(ctx, e.v, nil, 100)
+	_, items, err := e.r.MissionRecent(ctx, e.v, nil, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

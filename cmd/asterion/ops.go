@@ -14,6 +14,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // The operator command line (design §7 phase 5). It talks to the database directly, so it acts
@@ -72,7 +73,7 @@ func (c *cli) listJobs(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("list-jobs: unexpected argument %q", fs.Arg(0))
 	}
-	f := jobs.JobFilter{Limit: *limit}
+	f := readmodel.JobFilter{Limit: *limit}
 	if *limit < 1 || *limit > 500 {
 		return usagef("list-jobs: --limit must be 1..500")
 	}
@@ -102,7 +103,7 @@ func (c *cli) listJobs(ctx context.Context, args []string) error {
 		}
 		f.OrgID = o.ID
 	}
-	list, _, err := svc.ListJobs(ctx, cliViewer, f)
+	list, _, err := readsOf(svc).ListJobs(ctx, cliViewer, f)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func (c *cli) jobDetails(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	d, err := svc.GetJob(ctx, cliViewer, id)
+	d, err := readsOf(svc).GetJob(ctx, cliViewer, id)
 	if err != nil {
 		return notFoundOr(id, err)
 	}
@@ -249,7 +250,7 @@ func (c *cli) queueMetrics(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	m, err := svc.QueueMetrics(ctx, cliViewer, *window)
+	m, err := readsOf(svc).QueueMetrics(ctx, cliViewer, *window)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"asterion/db/dbtest"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // The operator command line against a seeded database: every command, its JSON and its
@@ -83,7 +84,7 @@ func TestOperatorCommands(t *testing.T) {
 	wantFailure(t, runBinary(t, env, "", "retry-job", missing), 1)
 
 	r = runBinary(t, env, "", "queue-metrics", "--json")
-	var m jobs.QueueMetrics
+	var m readmodel.QueueMetrics
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil {
 		t.Fatalf("queue-metrics: exit %d, stdout %q", r.code, r.stdout)
 	}

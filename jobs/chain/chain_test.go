@@ -15,6 +15,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
+	"asterion/jobs/jobstest"
 )
 
 // submitChain submits a chain as the env's member and fails the test on error.
@@ -137,7 +138,7 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 	if got := strings.Join(e.historyStatuses(acc.Chain.OperationID), ","); got != "running,completed" {
 		t.Errorf("chain history %s", got)
 	}
-	det, err := e.s.GetOperation(context.Background(), e.op, acc.Chain.OperationID)
+	det, err := jobstest.NewReads(t, e.s).GetOperation(context.Background(), e.op, acc.Chain.OperationID)
 	if err != nil || det.ChainBrokenAt != -1 || det.Operation.ContinuationDigest == nil {
 		t.Errorf("chain operation detail: %v, broken at %d, digest %v", err, det.ChainBrokenAt, det.Operation.ContinuationDigest)
 	}

@@ -19,6 +19,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
+	"asterion/jobs/jobstest"
 )
 
 // hookRequest is one request a test hookReceiver got.
@@ -309,7 +310,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 	if got := strings.Join(e.historyStatuses(d.OperationID), ","); got != "pending,running,completed" {
 		t.Errorf("history %s, want pending,running,completed", got)
 	}
-	det, err := e.s.GetOperation(context.Background(), e.v, d.OperationID)
+	det, err := jobstest.NewReads(t, e.s).GetOperation(context.Background(), e.v, d.OperationID)
 	if err != nil || det.ChainBrokenAt != -1 {
 		t.Fatalf("GetOperation: %v, broken at %d", err, det.ChainBrokenAt)
 	}

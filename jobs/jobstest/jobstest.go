@@ -1,6 +1,7 @@
 // Package jobstest holds what the tests of jobs and of its owner packages (chain, delivery)
-// share: orgs and users written straight to a test database, a started worker pool stopped
-// with the test, a condition poll, and checks of the deferred-operation documents.
+// share: a test database, a service and read models over it with the tests' defaults, orgs
+// and users written straight to the database, submits, a started worker pool stopped with the
+// test, a condition poll, and checks of the deferred-operation documents.
 package jobstest
 
 import (

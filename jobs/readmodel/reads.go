@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -22,12 +23,12 @@ type JobDetail struct {
 	History []db.Job
 }
 
-// GetJob returns a visible job and its prompt's history, or ErrNotFound.
-func (s *Reads) GetJob(ctx context.Context, v Viewer, id uuid.UUID) (JobDetail, error) {
+// GetJob returns a visible job and its prompt's history, or jobs.ErrNotFound.
+func (s *Reads) GetJob(ctx context.Context, v jobs.Viewer, id uuid.UUID) (JobDetail, error) {
 	var job db.Job
 	err := s.db.NewSelect().Model(&job).Where("id = ?", id).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(job.OrgID, job.CreatedBy)) {
-		return JobDetail{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		return JobDetail{}, fmt.Errorf("job %s: %w", id, jobs.ErrNotFound)
 	}
 	if err != nil {
 		return JobDetail{}, fmt.Errorf("get job %s: %w", id, err)
@@ -42,7 +43,7 @@ func (s *Reads) GetJob(ctx context.Context, v Viewer, id uuid.UUID) (JobDetail, 
 
 // JobFilter selects jobs for the operator list.
 type JobFilter struct {
-	State  State
+	State  jobs.State
 	OrgID  int64
 	Since  *time.Time
 	Limit  int
@@ -90,7 +91,7 @@ func decodeCursor(c string) (time.Time, uuid.UUID, error) {
 
 // ListJobs returns visible jobs newest first with keyset pagination: pass the returned cursor
 // to get the next page ("" when there is none).
-func (s *Reads) ListJobs(ctx context.Context, v Viewer, f JobFilter) ([]db.Job, string, error) {
+func (s *Reads) ListJobs(ctx context.Context, v jobs.Viewer, f JobFilter) ([]db.Job, string, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 100
 	}
@@ -145,7 +146,7 @@ type MissionItem struct {
 // Any change not yet visible to this read belongs to a transaction open then or started later,
 // so its updated_at is ≥ as_of and the next call (which includes since itself) returns it. The
 // price is that a change may be returned twice; clients merge by prompt_id.
-func (s *Reads) MissionRecent(ctx context.Context, v Viewer, since *time.Time, limit int) (time.Time, []MissionItem, error) {
+func (s *Reads) MissionRecent(ctx context.Context, v jobs.Viewer, since *time.Time, limit int) (time.Time, []MissionItem, error) {
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
@@ -263,10 +264,10 @@ func (s *Reads) ReplayEvents(ctx context.Context, after int64, scope feed.Scope,
 }
 
 // Response returns the response entity of a job the viewer may see, for a caller that waited
-// for the job (ErrNotFound when the job has none or is not visible).
-func (s *Reads) Response(ctx context.Context, v Viewer, job db.Job) (db.Entity, error) {
+// for the job (jobs.ErrNotFound when the job has none or is not visible).
+func (s *Reads) Response(ctx context.Context, v jobs.Viewer, job db.Job) (db.Entity, error) {
 	if job.ResponseID == nil || !v.Sees(job.OrgID, job.CreatedBy) {
-		return db.Entity{}, fmt.Errorf("response of job %s: %w", job.ID, ErrNotFound)
+		return db.Entity{}, fmt.Errorf("response of job %s: %w", job.ID, jobs.ErrNotFound)
 	}
 	var e db.Entity
 	if err := s.db.NewSelect().Model(&e).Where("id = ?", *job.ResponseID).Scan(ctx); err != nil {

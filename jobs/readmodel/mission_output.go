@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 
 	"github.com/google/uuid"
@@ -17,8 +18,8 @@ const MissionOutputCap = 4 * MissionTextCap
 // job's text so far, and what a cancelled or failed attempt had written (a succeeded job shows
 // its response instead).
 func HasOutput(state string) bool {
-	switch State(state) {
-	case StateRunning, StateCancelled, StateFailed:
+	switch jobs.State(state) {
+	case jobs.StateRunning, jobs.StateCancelled, jobs.StateFailed:
 		return true
 	}
 	return false

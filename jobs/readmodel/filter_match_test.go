@@ -1,4 +1,4 @@
-package jobs_test
+package readmodel_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // TestFilterMatchesAgreesWithTheListQuery: a live list decides with Matches whether a row that
@@ -59,7 +60,7 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	}
 	halfHour := time.Now().Add(-30 * time.Minute)
 
-	jobFilters := map[string]jobs.JobFilter{
+	jobFilters := map[string]readmodel.JobFilter{
 		"none":      {},
 		"queued":    {State: jobs.StateQueued},
 		"cancelled": {State: jobs.StateCancelled},
@@ -69,7 +70,7 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	}
 	for name, f := range jobFilters {
 		t.Run("jobs "+name, func(t *testing.T) {
-			list, _, err := e.s.ListJobs(ctx, admin, f)
+			list, _, err := e.r.ListJobs(ctx, admin, f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	}
 
 	someOp := allOps[0]
-	opFilters := map[string]jobs.OperationFilter{
+	opFilters := map[string]readmodel.OperationFilter{
 		"none":      {},
 		"pending":   {Status: "pending"},
 		"cancelled": {Status: "cancelled"},
@@ -106,7 +107,7 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	}
 	for name, f := range opFilters {
 		t.Run("operations "+name, func(t *testing.T) {
-			list, _, err := e.s.ListOperations(ctx, admin, f)
+			list, _, err := e.r.ListOperations(ctx, admin, f)
 			if err != nil {
 				t.Fatal(err)
 			}

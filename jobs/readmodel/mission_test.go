@@ -1,4 +1,4 @@
-package jobs_test
+package readmodel_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -37,7 +38,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	)
 	var asOf *time.Time
 	read := func() int {
-		got, items, err := e.s.MissionRecent(ctx, e.v, asOf, limit)
+		got, items, err := e.r.MissionRecent(ctx, e.v, asOf, limit)
 		if err != nil {
 			t.Errorf("MissionRecent: %v", err)
 			return 0
@@ -122,7 +123,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	select {
 	case <-readerDone:
 	case <-time.After(150 * time.Second):
-		dumpQueue(e)
+		jobstest.DumpQueue(e.t, e.d)
 		t.Fatal("jobs never settled")
 	}
 	// Final calls after everything settled: drain until a page is not full.
@@ -155,10 +156,10 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 
 	// Another member sees none of it; an operator of the org sees all of it.
 	other := createUser(t, e.d.Bun, e.o, "member")
-	if _, items, err := e.s.MissionRecent(ctx, jobs.Viewer{OrgID: e.o, UserID: other}, nil, 500); err != nil || len(items) != 0 {
+	if _, items, err := e.r.MissionRecent(ctx, jobs.Viewer{OrgID: e.o, UserID: other}, nil, 500); err != nil || len(items) != 0 {
 		t.Fatalf("another member sees %d items, %v", len(items), err)
 	}
-	if _, items, err := e.s.MissionRecent(ctx, e.op, nil, 500); err != nil || len(items) != writers*each {
+	if _, items, err := e.r.MissionRecent(ctx, e.op, nil, 500); err != nil || len(items) != writers*each {
 		t.Fatalf("operator sees %d items, %v", len(items), err)
 	}
 }
@@ -199,7 +200,7 @@ func TestMissionRecentPagesThroughOneInstant(t *testing.T) {
 		if call == 5 {
 			t.Fatalf("still paging after %d calls: saw %d of %d prompts, since %v", call, len(seen), prompts, since)
 		}
-		asOf, items, err := e.s.MissionRecent(ctx, e.v, since, limit)
+		asOf, items, err := e.r.MissionRecent(ctx, e.v, since, limit)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package jobs_test
+package readmodel_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 func TestDashboardRowsNamesAndCountsAreScoped(t *testing.T) {
@@ -22,46 +23,46 @@ func TestDashboardRowsNamesAndCountsAreScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := e.s.OperationRows(ctx, e.op, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
+	ops, err := e.r.OperationRows(ctx, e.op, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
 	if err != nil || len(ops) != 1 || ops[a.Operation.OperationID].ID != a.Operation.OperationID {
 		t.Fatalf("operator's OperationRows = %v, %v; want only its org's", ops, err)
 	}
-	all, err := e.s.OperationRows(ctx, jobs.Viewer{AllOrgs: true}, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
+	all, err := e.r.OperationRows(ctx, jobs.Viewer{AllOrgs: true}, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
 	if err != nil || len(all) != 2 {
 		t.Fatalf("admin's OperationRows = %d, %v", len(all), err)
 	}
-	js, err := e.s.JobRows(ctx, e.op, []uuid.UUID{a.JobID, b.JobID})
+	js, err := e.r.JobRows(ctx, e.op, []uuid.UUID{a.JobID, b.JobID})
 	if err != nil || len(js) != 1 {
 		t.Fatalf("operator's JobRows = %d, %v", len(js), err)
 	}
-	orgs, users, err := e.s.DisplayNames(ctx, []int64{e.o, otherOrg, 999999}, []int64{e.u})
+	orgs, users, err := e.r.DisplayNames(ctx, []int64{e.o, otherOrg, 999999}, []int64{e.u})
 	if err != nil || orgs[e.o] == "" || orgs[otherOrg] == "" || users[e.u] == "" || len(orgs) != 2 {
 		t.Fatalf("DisplayNames = %v %v %v", orgs, users, err)
 	}
-	counts, err := e.s.JobCounts(ctx, e.op, 0)
+	counts, err := e.r.JobCounts(ctx, e.op, 0)
 	if err != nil || counts["queued"] != 1 || counts["succeeded"] != 0 {
 		t.Fatalf("operator JobCounts = %v, %v", counts, err)
 	}
-	counts, err = e.s.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, 0)
+	counts, err = e.r.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, 0)
 	if err != nil || counts["queued"] != 2 {
 		t.Fatalf("admin JobCounts = %v, %v", counts, err)
 	}
-	counts, err = e.s.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
+	counts, err = e.r.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
 	if err != nil || counts["queued"] != 1 {
 		t.Fatalf("admin JobCounts of one org = %v, %v", counts, err)
 	}
-	oc, err := e.s.OrgOperationCounts(ctx, e.op, otherOrg)
+	oc, err := e.r.OrgOperationCounts(ctx, e.op, otherOrg)
 	if err != nil || oc["pending"] != 0 {
 		t.Fatalf("operator asking another org's operation counts = %v, %v", oc, err)
 	}
-	oc, err = e.s.OrgOperationCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
+	oc, err = e.r.OrgOperationCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
 	if err != nil || oc["pending"] != 1 {
 		t.Fatalf("admin operation counts of one org = %v, %v", oc, err)
 	}
-	if k := e.s.OperationKinds(); !contains(k, jobs.KindPromptExecute) {
+	if k := e.r.OperationKinds(); !contains(k, jobs.KindPromptExecute) {
 		t.Fatalf("OperationKinds = %v", k)
 	}
-	dir, err := e.s.OrgDirectory(ctx)
+	dir, err := e.r.OrgDirectory(ctx)
 	if err != nil || len(dir) < 2 {
 		t.Fatalf("OrgDirectory = %v, %v", dir, err)
 	}
@@ -81,40 +82,40 @@ func TestDashboardFindJobAndBulkSelect(t *testing.T) {
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
 	subs := []jobs.Submitted{e.submit("one"), e.submit("two"), e.submit("three")}
-	j, err := e.s.FindJob(ctx, e.op, subs[1].PromptID)
+	j, err := e.r.FindJob(ctx, e.op, subs[1].PromptID)
 	if err != nil || j.ID != subs[1].JobID {
 		t.Fatalf("FindJob(prompt) = %v, %v", j.ID, err)
 	}
-	j, err = e.s.FindJob(ctx, e.op, subs[2].JobID)
+	j, err = e.r.FindJob(ctx, e.op, subs[2].JobID)
 	if err != nil || j.ID != subs[2].JobID {
 		t.Fatalf("FindJob(job) = %v, %v", j.ID, err)
 	}
 	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}
-	if _, err := e.s.FindJob(ctx, other, subs[0].JobID); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := e.r.FindJob(ctx, other, subs[0].JobID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("FindJob from another org = %v, want ErrNotFound", err)
 	}
 	if _, err := e.s.Cancel(ctx, e.op, subs[0].JobID, jobs.Actor{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	queued, err := e.s.BulkSelect(ctx, e.op, jobs.JobFilter{}, []jobs.State{jobs.StateQueued, jobs.StateRunning}, 10)
+	queued, err := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued, jobs.StateRunning}, 10)
 	if err != nil || len(queued) != 2 || queued[0] != subs[2].JobID {
 		t.Fatalf("BulkSelect(queued) = %v, %v; want the two queued jobs, newest first", queued, err)
 	}
-	capped, err := e.s.BulkSelect(ctx, e.op, jobs.JobFilter{}, []jobs.State{jobs.StateQueued}, 1)
+	capped, err := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued}, 1)
 	if err != nil || len(capped) != 1 {
 		t.Fatalf("BulkSelect capped = %v, %v", capped, err)
 	}
-	none, err := e.s.BulkSelect(ctx, e.op, jobs.JobFilter{State: jobs.StateQueued}, []jobs.State{jobs.StateCancelled}, 10)
+	none, err := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{State: jobs.StateQueued}, []jobs.State{jobs.StateCancelled}, 10)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("BulkSelect with a state filter outside the action's states = %v, %v", none, err)
 	}
-	theirs, err := e.s.BulkSelect(ctx, other, jobs.JobFilter{}, []jobs.State{jobs.StateQueued}, 10)
+	theirs, err := e.r.BulkSelect(ctx, other, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued}, 10)
 	if err != nil || len(theirs) != 0 {
 		t.Fatalf("another org's BulkSelect = %v, %v", theirs, err)
 	}
 	future := time.Now().Add(time.Hour)
-	if ids, _ := e.s.BulkSelect(ctx, e.op, jobs.JobFilter{Since: &future}, []jobs.State{jobs.StateQueued}, 10); len(ids) != 0 {
+	if ids, _ := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{Since: &future}, []jobs.State{jobs.StateQueued}, 10); len(ids) != 0 {
 		t.Fatalf("BulkSelect since the future = %v", ids)
 	}
 }
@@ -131,7 +132,7 @@ func TestDashboardQueueBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = b
-	bl, err := e.s.QueueBacklog(ctx, e.op, time.Minute)
+	bl, err := e.r.QueueBacklog(ctx, e.op, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestDashboardQueueBacklog(t *testing.T) {
 		t.Fatalf("backlog = %+v, want 2 due, 1 past due since 5 min", bl)
 	}
 	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
-	bl, err = e.s.QueueBacklog(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Minute)
+	bl, err = e.r.QueueBacklog(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Minute)
 	if err != nil || bl.Due != 0 || bl.PastDue != 0 || bl.OldestDue != nil {
 		t.Fatalf("another org's backlog = %+v, %v", bl, err)
 	}
@@ -149,11 +150,11 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	l, err := e.s.WorkerLiveness(ctx)
+	l, err := e.r.WorkerLiveness(ctx)
 	if err != nil || l.Alive || l.LastSeen != nil {
 		t.Fatalf("liveness without any worker = %+v, %v", l, err)
 	}
-	pts, err := e.s.QueueSeries(ctx, e.op, time.Hour, time.Minute)
+	pts, err := e.r.QueueSeries(ctx, e.op, time.Hour, time.Minute)
 	if err != nil || len(pts) != 60 {
 		t.Fatalf("series = %d points, %v", len(pts), err)
 	}
@@ -174,13 +175,13 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 		})
 	}
 	waitFor(t, 15*time.Second, "a live worker", func() bool {
-		l, err = e.s.WorkerLiveness(ctx)
+		l, err = e.r.WorkerLiveness(ctx)
 		return err == nil && l.Alive
 	})
 	if l.LastSeen == nil || l.Source == "" {
 		t.Fatalf("alive without a sign of life: %+v", l)
 	}
-	pts, err = e.s.QueueSeries(ctx, e.op, time.Hour, time.Minute)
+	pts, err = e.r.QueueSeries(ctx, e.op, time.Hour, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 		t.Fatalf("series counts %d finished, %d failed; want 3 and 1", finished, failed)
 	}
 	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
-	pts, _ = e.s.QueueSeries(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Hour, time.Minute)
+	pts, _ = e.r.QueueSeries(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Hour, time.Minute)
 	for _, p := range pts {
 		if p.Finished != 0 {
 			t.Fatalf("another org's series shows %d finished", p.Finished)

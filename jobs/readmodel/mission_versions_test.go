@@ -1,4 +1,4 @@
-package jobs_test
+package readmodel_test
 
 import (
 	"context"
@@ -34,11 +34,11 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	asOf, versions, err := e.s.MissionVersions(ctx, e.v, 10)
+	asOf, versions, err := e.r.MissionVersions(ctx, e.v, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, items, err := e.s.MissionField(ctx, e.v, 10)
+	_, items, err := e.r.MissionField(ctx, e.v, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 	}
 
 	ids := []uuid.UUID{prompts[4].PromptID, prompts[9].PromptID, theirs.PromptID}
-	got, err := e.s.MissionPrompts(ctx, e.v, ids)
+	got, err := e.r.MissionPrompts(ctx, e.v, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 	if len(got[0].Superseded) != 1 || got[0].Superseded[0].ID != prompts[4].JobID {
 		t.Errorf("the retried prompt read in full lacks its superseded job: %+v", got[0].Superseded)
 	}
-	if none, err := e.s.MissionPrompts(ctx, e.v, nil); err != nil || len(none) != 0 {
+	if none, err := e.r.MissionPrompts(ctx, e.v, nil); err != nil || len(none) != 0 {
 		t.Errorf("MissionPrompts of no ids: %v, %v", none, err)
 	}
 }

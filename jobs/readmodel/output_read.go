@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,15 +24,15 @@ type JobOutput struct {
 }
 
 // Output returns up to limit (at most MaxOutputChunks) chunks of the job's current attempt
-// after seq, for a viewer who may see the job; another org's job is ErrNotFound.
-func (s *Reads) Output(ctx context.Context, v Viewer, id uuid.UUID, after, limit int) (JobOutput, error) {
+// after seq, for a viewer who may see the job; another org's job is jobs.ErrNotFound.
+func (s *Reads) Output(ctx context.Context, v jobs.Viewer, id uuid.UUID, after, limit int) (JobOutput, error) {
 	if limit <= 0 || limit > MaxOutputChunks {
 		limit = MaxOutputChunks
 	}
 	var job db.Job
 	err := s.db.NewSelect().Model(&job).Where("id = ?", id).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Sees(job.OrgID, job.CreatedBy)) {
-		return JobOutput{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		return JobOutput{}, fmt.Errorf("job %s: %w", id, jobs.ErrNotFound)
 	}
 	if err != nil {
 		return JobOutput{}, fmt.Errorf("get job %s: %w", id, err)
@@ -47,5 +48,5 @@ func (s *Reads) Output(ctx context.Context, v Viewer, id uuid.UUID, after, limit
 	}
 	// The job's state was read before its chunks: a job terminal then wrote its last chunk
 	// before it settled, so nothing can follow these.
-	return JobOutput{Job: job, Chunks: chunks, Complete: State(job.State).Terminal() && !more}, nil
+	return JobOutput{Job: job, Chunks: chunks, Complete: jobs.State(job.State).Terminal() && !more}, nil
 }

@@ -1,4 +1,4 @@
-package jobs_test
+package readmodel_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/jobs"
+	"asterion/jobs/readmodel"
 )
 
 // countKey marks the context whose queries a queryCounter counts.
@@ -55,7 +56,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 	qc := &queryCounter{}
 	e.d.Bun.AddQueryHook(qc)
 	ctx := context.Background()
-	long := strings.Repeat("é", jobs.MissionTextCap+500)
+	long := strings.Repeat("é", readmodel.MissionTextCap+500)
 	var prompts []jobs.Submitted
 	for i := range 260 {
 		text := fmt.Sprintf("prompt %d", i)
@@ -82,10 +83,10 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 		retried[p.PromptID] = true
 	}
 
-	var items []jobs.MissionItem
+	var items []readmodel.MissionItem
 	queries := qc.during(func(ctx context.Context) {
 		var err error
-		if _, items, err = e.s.MissionField(ctx, e.v, 200); err != nil {
+		if _, items, err = e.r.MissionField(ctx, e.v, 200); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -103,7 +104,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 		if it.Prompt.CreatedBy != e.u || it.Job.PromptID != it.Prompt.ID {
 			t.Errorf("item %d is not the member's prompt with its job: %+v", i, it)
 		}
-		if cut := (60+i)%50 == 7; it.TextCut != cut || (cut && it.Prompt.Body != long[:len(strings.Repeat("é", jobs.MissionTextCap))]) {
+		if cut := (60+i)%50 == 7; it.TextCut != cut || (cut && it.Prompt.Body != long[:len(strings.Repeat("é", readmodel.MissionTextCap))]) {
 			t.Errorf("item %d: cut %v, %d characters", i, it.TextCut, len([]rune(it.Prompt.Body)))
 		}
 		if retried[it.Prompt.ID] {
@@ -116,10 +117,10 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 		}
 	}
 
-	var changed []jobs.MissionItem
+	var changed []readmodel.MissionItem
 	queries = qc.during(func(ctx context.Context) {
 		var err error
-		if changed, err = e.s.MissionChanged(ctx, e.v, beforeRetries, nil, 200); err != nil {
+		if changed, err = e.r.MissionChanged(ctx, e.v, beforeRetries, nil, 200); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -134,21 +135,21 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 			t.Errorf("prompt %s did not change", it.Prompt.ID)
 		}
 	}
-	all, err := e.s.MissionChanged(ctx, e.v, time.Time{}, nil, 500)
+	all, err := e.r.MissionChanged(ctx, e.v, time.Time{}, nil, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != 200 || all[199].Prompt.ID != prompts[259].PromptID {
 		t.Errorf("every prompt changed: %d returned, want the newest 200 (a limit above 200 is 200)", len(all))
 	}
-	two, err := e.s.MissionChanged(ctx, e.v, time.Time{}, []uuid.UUID{prompts[3].PromptID, prompts[120].PromptID, uuid.New()}, 200)
+	two, err := e.r.MissionChanged(ctx, e.v, time.Time{}, []uuid.UUID{prompts[3].PromptID, prompts[120].PromptID, uuid.New()}, 200)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(two) != 2 || two[0].Prompt.ID != prompts[3].PromptID || two[1].Prompt.ID != prompts[120].PromptID {
 		t.Errorf("the drops of two ids: %+v", two)
 	}
-	theirs, err := e.s.MissionChanged(ctx, other, time.Time{}, []uuid.UUID{prompts[3].PromptID}, 200)
+	theirs, err := e.r.MissionChanged(ctx, other, time.Time{}, []uuid.UUID{prompts[3].PromptID}, 200)
 	if err != nil || len(theirs) != 0 {
 		t.Errorf("another user asking for the member's prompt got %d items (%v)", len(theirs), err)
 	}

@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"fmt"
 	"time"
@@ -11,7 +12,7 @@ import (
 // service, without the leader's id) and the signs of life of their own org's jobs only: the
 // heartbeat of its running jobs and the last of its jobs a worker finished, never another org's
 // activity.
-func (s *Reads) WorkerLivenessFor(ctx context.Context, v Viewer) (Liveness, error) {
+func (s *Reads) WorkerLivenessFor(ctx context.Context, v jobs.Viewer) (Liveness, error) {
 	if v.AllOrgs {
 		return s.WorkerLiveness(ctx)
 	}

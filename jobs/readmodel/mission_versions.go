@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"fmt"
 	"time"
@@ -48,7 +49,7 @@ var preparedWatermarkSQL = db.Numbered(changeWatermarkSQL)
 // newest limit prompts, at most MissionFieldMax, oldest first) and the as_of of the read, read
 // first like MissionField's. Both statements run prepared: a page that already has the
 // terminal drops rendered reads only this, and MissionPrompts for the others.
-func (s *Reads) MissionVersions(ctx context.Context, v Viewer, limit int) (time.Time, []MissionVersion, error) {
+func (s *Reads) MissionVersions(ctx context.Context, v jobs.Viewer, limit int) (time.Time, []MissionVersion, error) {
 	if limit <= 0 || limit > MissionFieldMax {
 		limit = MissionFieldMax
 	}
@@ -83,7 +84,7 @@ func (s *Reads) MissionVersions(ctx context.Context, v Viewer, limit int) (time.
 // MissionPrompts returns, like MissionField, the items of v's prompts in ids (at most
 // MissionFieldMax, the newest among them), oldest first, in one query; a prompt that is not
 // v's, or has no job, is left out.
-func (s *Reads) MissionPrompts(ctx context.Context, v Viewer, ids []uuid.UUID) ([]MissionItem, error) {
+func (s *Reads) MissionPrompts(ctx context.Context, v jobs.Viewer, ids []uuid.UUID) ([]MissionItem, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}

@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 
 	"asterion/db"
@@ -11,7 +12,7 @@ import (
 // heartbeat carried, read with the job; a settled job's are counted from its stored output,
 // which is then complete. j comes from a read scoped to its viewer.
 func (s *Reads) OutputProgress(ctx context.Context, j db.Job) (chunks, tokens int, err error) {
-	if j.State == string(StateRunning) {
+	if j.State == string(jobs.StateRunning) {
 		return j.ProgressChunks, j.ProgressTokens, nil
 	}
 	return db.OutputProgress(ctx, s.db, j.ID, j.Attempt)

@@ -1,4 +1,4 @@
-package jobs_test
+package readmodel_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestWorkerLivenessScopedToOrg(t *testing.T) {
 	admin := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true, AllOrgs: true}
 	// No worker ever ran: nobody sees a sign of life.
 	for _, v := range []jobs.Viewer{e.op, other, admin} {
-		if l, err := e.s.WorkerLivenessFor(ctx, v); err != nil || l.Alive || l.LastSeen != nil {
+		if l, err := e.r.WorkerLivenessFor(ctx, v); err != nil || l.Alive || l.LastSeen != nil {
 			t.Fatalf("liveness of %+v without workers: %+v %v", v, l, err)
 		}
 	}
@@ -33,7 +33,7 @@ func TestWorkerLivenessScopedToOrg(t *testing.T) {
 		v     jobs.Viewer
 		alive bool
 	}{{"the job's org", e.op, true}, {"another org", other, false}, {"an admin", admin, true}} {
-		l, err := e.s.WorkerLivenessFor(ctx, tc.v)
+		l, err := e.r.WorkerLivenessFor(ctx, tc.v)
 		if err != nil || l.Alive != tc.alive {
 			t.Errorf("%s: liveness %+v %v, want alive=%v", tc.name, l, err, tc.alive)
 		}

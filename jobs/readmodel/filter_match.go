@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ func (f JobFilter) Matches(j db.Job, now time.Time) bool {
 	case f.State != "" && j.State != string(f.State),
 		f.OrgID != 0 && j.OrgID != f.OrgID,
 		f.Since != nil && j.CreatedAt.Before(*f.Since),
-		f.Scheduled && (j.State != string(StateQueued) || j.ScheduledFor == nil || !j.ScheduledFor.After(now)):
+		f.Scheduled && (j.State != string(jobs.StateQueued) || j.ScheduledFor == nil || !j.ScheduledFor.After(now)):
 		return false
 	}
 	return true

@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"database/sql"
 	"errors"
@@ -16,7 +17,7 @@ import (
 // This file holds the read queries of the operator dashboard (/admin/…): rows by id for the
 // live streams, display names, the bulk selection, and the queue-health figures (per-minute
 // series, worker liveness, past-due work). Like every read here, each one is limited to what
-// the Viewer may see.
+// the jobs.Viewer may see.
 
 // OperationKinds returns the operation kinds that have a registered owner, sorted.
 func (s *Reads) OperationKinds() []string { return s.reg.Kinds() }
@@ -62,7 +63,7 @@ func (s *Reads) DisplayNames(ctx context.Context, orgIDs, userIDs []int64) (orgs
 }
 
 // OperationRows returns the visible operations among ids, by id.
-func (s *Reads) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Operation, error) {
+func (s *Reads) OperationRows(ctx context.Context, v jobs.Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Operation, error) {
 	out := map[uuid.UUID]db.Operation{}
 	if len(ids) == 0 {
 		return out, nil
@@ -78,7 +79,7 @@ func (s *Reads) OperationRows(ctx context.Context, v Viewer, ids []uuid.UUID) (m
 }
 
 // JobRows returns the visible jobs among ids, by id.
-func (s *Reads) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Job, error) {
+func (s *Reads) JobRows(ctx context.Context, v jobs.Viewer, ids []uuid.UUID) (map[uuid.UUID]db.Job, error) {
 	out := map[uuid.UUID]db.Job{}
 	if len(ids) == 0 {
 		return out, nil
@@ -94,13 +95,13 @@ func (s *Reads) JobRows(ctx context.Context, v Viewer, ids []uuid.UUID) (map[uui
 }
 
 // FindJob returns the visible job with this id, or else the newest visible job of the prompt
-// with this id, or ErrNotFound.
-func (s *Reads) FindJob(ctx context.Context, v Viewer, id uuid.UUID) (db.Job, error) {
+// with this id, or jobs.ErrNotFound.
+func (s *Reads) FindJob(ctx context.Context, v jobs.Viewer, id uuid.UUID) (db.Job, error) {
 	var job db.Job
 	err := v.Where(s.db.NewSelect().Model(&job), "job").Where("(job.id = ? OR job.prompt_id = ?)", id, id).
 		OrderExpr("(job.id = ?) DESC, job.created_at DESC, job.id DESC", id).Limit(1).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
-		return db.Job{}, fmt.Errorf("job or prompt %s: %w", id, ErrNotFound)
+		return db.Job{}, fmt.Errorf("job or prompt %s: %w", id, jobs.ErrNotFound)
 	}
 	if err != nil {
 		return db.Job{}, fmt.Errorf("find job %s: %w", id, err)
@@ -111,7 +112,7 @@ func (s *Reads) FindJob(ctx context.Context, v Viewer, id uuid.UUID) (db.Job, er
 // BulkSelect returns the ids of the visible jobs that match f (its cursor and limit are
 // ignored) and are in one of states, newest first, at most limit of them. Pass limit+1 to learn
 // whether the selection was cut.
-func (s *Reads) BulkSelect(ctx context.Context, v Viewer, f JobFilter, states []State, limit int) ([]uuid.UUID, error) {
+func (s *Reads) BulkSelect(ctx context.Context, v jobs.Viewer, f JobFilter, states []jobs.State, limit int) ([]uuid.UUID, error) {
 	if len(states) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -154,7 +155,7 @@ type SeriesPoint struct {
 // present (zero when nothing finished). A job counts in the bucket its finished_at falls in.
 // The scan is bounded by the (org_id, updated_at) index: a finished job's updated_at is at or
 // after its finished_at.
-func (s *Reads) QueueSeries(ctx context.Context, v Viewer, window, step time.Duration) ([]SeriesPoint, error) {
+func (s *Reads) QueueSeries(ctx context.Context, v jobs.Viewer, window, step time.Duration) ([]SeriesPoint, error) {
 	if step < time.Second {
 		step = time.Minute
 	}
@@ -286,9 +287,9 @@ const backlogCap = 100000
 
 // QueueBacklog counts queued jobs that are due, and those due for longer than grace (past
 // due: no worker took them although they could run).
-func (s *Reads) QueueBacklog(ctx context.Context, v Viewer, grace time.Duration) (Backlog, error) {
+func (s *Reads) QueueBacklog(ctx context.Context, v jobs.Viewer, grace time.Duration) (Backlog, error) {
 	sub := v.Where(s.db.NewSelect().Model((*db.Job)(nil)).Column("job.scheduled_at"), "job").
-		Where("job.state = ?", StateQueued).Where("job.scheduled_at <= now()").Limit(backlogCap)
+		Where("job.state = ?", jobs.StateQueued).Where("job.scheduled_at <= now()").Limit(backlogCap)
 	var row struct {
 		Due     int64      `bun:"due"`
 		PastDue int64      `bun:"past_due"`
@@ -311,9 +312,9 @@ func (s *Reads) QueueBacklog(ctx context.Context, v Viewer, grace time.Duration)
 
 // JobCounts returns jobs by state from the trigger-kept counters (cheap at any size), every
 // state present. A zero orgID counts every org the viewer sees; a non-zero one only that org.
-func (s *Reads) JobCounts(ctx context.Context, v Viewer, orgID int64) (map[string]int64, error) {
+func (s *Reads) JobCounts(ctx context.Context, v jobs.Viewer, orgID int64) (map[string]int64, error) {
 	out := map[string]int64{}
-	for _, st := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateSuperseded} {
+	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded} {
 		out[string(st)] = 0
 	}
 	q := s.db.NewSelect().Table("sa_job_count").ColumnExpr("state, sum(n) AS n").GroupExpr("state")
@@ -338,12 +339,12 @@ func (s *Reads) JobCounts(ctx context.Context, v Viewer, orgID int64) (map[strin
 
 // OrgOperationCounts is OperationCounts limited to one org (an admin's org filter); a zero
 // orgID is every org the viewer sees.
-func (s *Reads) OrgOperationCounts(ctx context.Context, v Viewer, orgID int64) (map[string]int64, error) {
+func (s *Reads) OrgOperationCounts(ctx context.Context, v jobs.Viewer, orgID int64) (map[string]int64, error) {
 	if orgID == 0 {
 		return s.OperationCounts(ctx, v)
 	}
 	if !v.AllOrgs && orgID != v.OrgID {
 		orgID = -1
 	}
-	return s.OperationCounts(ctx, Viewer{OrgID: orgID, OrgWide: true})
+	return s.OperationCounts(ctx, jobs.Viewer{OrgID: orgID, OrgWide: true})
 }

@@ -1,6 +1,7 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"fmt"
 	"time"
@@ -36,9 +37,9 @@ type QueueMetrics struct {
 
 // QueueMetrics computes the figures visible to v. Counts come from the trigger-kept counters;
 // the window figures read only jobs finished inside the window.
-func (s *Reads) QueueMetrics(ctx context.Context, v Viewer, window time.Duration) (QueueMetrics, error) {
+func (s *Reads) QueueMetrics(ctx context.Context, v jobs.Viewer, window time.Duration) (QueueMetrics, error) {
 	out := QueueMetrics{Window: window.String(), Counts: map[string]int64{}}
-	for _, st := range []State{StateQueued, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateSuperseded} {
+	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded} {
 		out.Counts[string(st)] = 0
 	}
 	cq := s.db.NewSelect().Table("sa_job_count").ColumnExpr("state, sum(n) AS n").GroupExpr("state")

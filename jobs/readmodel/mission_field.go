@@ -1,11 +1,13 @@
-package jobs
+package readmodel
 
 import (
+	"asterion/jobs"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/uptrace/bun"
 	"time"
+
+	"github.com/uptrace/bun"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun/dialect/pgdialect"
@@ -25,7 +27,7 @@ const MissionFieldMax = 200
 // oldest first, each with its newest job, that job's response and the jobs retries replaced,
 // texts cut to MissionTextCap; and the as_of to pass as the next since (see MissionRecent).
 // The prompts are read in one query that stops at limit, however many v has.
-func (s *Reads) MissionField(ctx context.Context, v Viewer, limit int) (time.Time, []MissionItem, error) {
+func (s *Reads) MissionField(ctx context.Context, v jobs.Viewer, limit int) (time.Time, []MissionItem, error) {
 	asOf, err := changeWatermark(ctx, s.db)
 	if err != nil {
 		return time.Time{}, nil, err
@@ -39,7 +41,7 @@ func (s *Reads) MissionField(ctx context.Context, v Viewer, limit int) (time.Tim
 
 // MissionChanged returns, like MissionField, the newest limit prompts of v among those whose
 // jobs changed at or after since, only among ids when ids is not empty, in one query.
-func (s *Reads) MissionChanged(ctx context.Context, v Viewer, since time.Time, ids []uuid.UUID, limit int) ([]MissionItem, error) {
+func (s *Reads) MissionChanged(ctx context.Context, v jobs.Viewer, since time.Time, ids []uuid.UUID, limit int) ([]MissionItem, error) {
 	return s.missionRead(ctx, v, &since, ids, limit)
 }
 
@@ -114,7 +116,7 @@ LIMIT ?5`
 
 // missionRead runs missionFieldSQL for v and returns its items oldest first. A field is one
 // user's own prompts: v's org and user name it, whatever v's role.
-func (s *Reads) missionRead(ctx context.Context, v Viewer, since *time.Time, ids []uuid.UUID, limit int) ([]MissionItem, error) {
+func (s *Reads) missionRead(ctx context.Context, v jobs.Viewer, since *time.Time, ids []uuid.UUID, limit int) ([]MissionItem, error) {
 	if limit <= 0 || limit > MissionFieldMax {
 		limit = MissionFieldMax
 	}
@@ -174,7 +176,7 @@ func (r missionRow) item() MissionItem {
 	var sup []supersededRow
 	if len(r.Superseded) > 0 && json.Unmarshal(r.Superseded, &sup) == nil {
 		for _, s := range sup {
-			it.Superseded = append(it.Superseded, db.Job{ID: s.ID, PromptID: r.PromptID, State: string(StateSuperseded),
+			it.Superseded = append(it.Superseded, db.Job{ID: s.ID, PromptID: r.PromptID, State: string(jobs.StateSuperseded),
 				Attempt: s.Attempt, ErrorKind: s.ErrorKind, UpdatedAt: s.UpdatedAt})
 		}
 	}

@@ -1,0 +1,108 @@
+package jobstest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"asterion/db"
+	"asterion/db/dbtest"
+	"asterion/jobs"
+	"asterion/jobs/provider"
+	"asterion/jobs/readmodel"
+)
+
+// Discard is the logger of every test service: tests assert on rows, not log lines.
+var Discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// FastWait keeps the backoff recorded on the row but lets the vehicle run again almost at once.
+func FastWait(time.Duration) time.Duration { return 10 * time.Millisecond }
+
+// InstantSim is the real sim provider without its random latency.
+func InstantSim() provider.Provider { return provider.NewSim(provider.SimConfig{}) }
+
+// NewDB makes a fresh test database, dropped with the test.
+func NewDB(t testing.TB) *dbtest.DB {
+	t.Helper()
+	d := dbtest.New(t)
+	// A test database needs no crash durability: commits that skip the WAL flush keep the
+	// many small job transactions (and PostgreSQL's cluster-wide NOTIFY commit lock) fast.
+	// Sessions opened from now on inherit it; it changes nothing the code under test can see.
+	if _, err := d.Bun.ExecContext(context.Background(),
+		"DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = off', current_database()); END $$"); err != nil {
+		t.Fatalf("relax test database durability: %v", err)
+	}
+	return d
+}
+
+// NewService builds a Service over d with the tests' defaults (a 50 ms heartbeat, FastWait),
+// changed by mods.
+func NewService(t testing.TB, d *dbtest.DB, prov provider.Provider, mods ...func(*jobs.Config)) *jobs.Service {
+	t.Helper()
+	cfg := jobs.Config{DB: d.Bun, Provider: prov, Logger: Discard, HeartbeatInterval: 50 * time.Millisecond,
+		Wait: FastWait}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s, err := jobs.NewService(cfg)
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	return s
+}
+
+// NewReads builds the read models over svc's database, registry and meter.
+func NewReads(t testing.TB, svc *jobs.Service) *readmodel.Reads {
+	t.Helper()
+	r, err := readmodel.New(readmodel.Config{DB: svc.DB(), Registry: svc.Registry(), Meter: svc.Meter()})
+	if err != nil {
+		t.Fatalf("readmodel.New: %v", err)
+	}
+	return r
+}
+
+// Submit submits text as v on svc, changed by mods, and fails the test on error.
+func Submit(t testing.TB, svc *jobs.Service, v jobs.Viewer, text string, mods ...func(*jobs.SubmitRequest)) jobs.Submitted {
+	t.Helper()
+	req := jobs.SubmitRequest{Viewer: v, Prompt: text}
+	for _, m := range mods {
+		m(&req)
+	}
+	sub, err := svc.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Submit(%q): %v", text, err)
+	}
+	return sub
+}
+
+// Job reads a job row.
+func Job(t testing.TB, d *dbtest.DB, id uuid.UUID) db.Job {
+	t.Helper()
+	var j db.Job
+	if err := d.Bun.NewSelect().Model(&j).Where("id = ?", id).Scan(context.Background()); err != nil {
+		t.Fatalf("read job %s: %v", id, err)
+	}
+	return j
+}
+
+// DumpQueue logs how many jobs and River jobs are in each state, to explain a failed wait.
+func DumpQueue(t testing.TB, d *dbtest.DB) {
+	t.Helper()
+	rows, err := d.Bun.QueryContext(context.Background(), `SELECT 'job', state, count(*) FROM sa_job GROUP BY state
+		UNION ALL SELECT 'river:' || queue, state::text, count(*) FROM river_job GROUP BY queue, state ORDER BY 1, 2`)
+	if err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a, b string
+		var n int
+		_ = rows.Scan(&a, &b, &n)
+		t.Logf("%s %s: %d", a, b, n)
+	}
+}

@@ -1,0 +1,54 @@
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/uptrace/bun"
+
+	"asterion/db"
+	"asterion/jobs/deferred"
+)
+
+// promptOwner owns prompt.execute: the prompt jobs.
+type promptOwner struct{ s *Service }
+
+func (promptOwner) Kind() string { return KindPromptExecute }
+
+// MirrorsStatus: every job transition updates the registry row in its own transaction (apply).
+func (promptOwner) MirrorsStatus() bool { return true }
+
+func (o promptOwner) job(ctx context.Context, tx bun.IDB, op db.Operation) (db.Job, error) {
+	var job db.Job
+	err := tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID).Scan(ctx)
+	return job, err
+}
+
+func (o promptOwner) Report(ctx context.Context, tx bun.Tx, op db.Operation) (Report, error) {
+	job, err := o.job(ctx, tx, op)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Report{Status: deferred.StatusUnknown, ErrorKind: "unknown", ErrorMessage: "the job of this operation no longer exists"}, nil
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	r := Report{Status: deferred.Status(operationStatusOf(job, op.Status)), ErrorKind: deref(job.ErrorKind), ErrorMessage: deref(job.ErrorMessage)}
+	if job.ResponseID != nil {
+		r.Result, _ = json.Marshal(map[string]string{"prompt_id": job.PromptID.String(), "job_id": job.ID.String(), "response_id": job.ResponseID.String()})
+	}
+	return r, nil
+}
+
+func (o promptOwner) Cancel(ctx context.Context, tx bun.Tx, op db.Operation, errorKind string, actor Actor) error {
+	var job db.Job
+	if err := tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID).For("UPDATE").Scan(ctx); err != nil {
+		return fmt.Errorf("lock job of operation %s: %w", op.ID, err)
+	}
+	_, err := o.s.cancelTx(ctx, tx, job, errorKind, actor)
+	return err
+}
+
+func (promptOwner) Consume(context.Context, bun.Tx, db.Operation) error { return nil }
