@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,23 +32,14 @@ type seeder struct {
 	pool *pgxpool.Pool
 	// now is the database's clock when the seeder was made, to the second.
 	now time.Time
-	// head is true when sa_operation keeps its history head (history_seq, history_digest,
-	// history_at), which seeded rows must then fill in.
-	head bool
 }
 
 // owner is a user and its org.
 type owner struct{ org, user int64 }
 
-// newSeeder reads the database's clock and the schema's shape.
+// newSeeder reads the database's clock.
 func newSeeder(ctx context.Context, pool *pgxpool.Pool) (*seeder, error) {
 	s := &seeder{pool: pool}
-	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'sa_operation'
-		AND column_name IN ('history_seq', 'history_digest', 'history_at')`).Scan(&n); err != nil {
-		return nil, fmt.Errorf("read the columns of sa_operation: %w", err)
-	}
-	s.head = n == 3
 	if err := pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&s.now); err != nil {
 		return nil, fmt.Errorf("read the database clock: %w", err)
 	}
@@ -71,17 +61,6 @@ type seedBatch struct {
 	from, to        int
 	base            time.Time
 	rest, every20th owner
-}
-
-// seedSQL returns stmt with the history-head placeholders filled: {headCols} lists the
-// columns and {headVals} their values (history_seq, history_digest, history_at) when the
-// schema has them, else nothing.
-func (s *seeder) seedSQL(stmt, seq, digest, at string) string {
-	cols, vals := "", ""
-	if s.head {
-		cols, vals = ", history_seq, history_digest, history_at", ", "+seq+", "+digest+", "+at
-	}
-	return strings.NewReplacer("{headCols}", cols, "{headVals}", vals).Replace(stmt)
 }
 
 // inSeedTx runs stmt with args in its own transaction with triggers off and asynchronous
@@ -110,8 +89,8 @@ func (s *seeder) inSeedTx(ctx context.Context, what, stmt string, args ...any) e
 // place h takes among all hashes. Ids look random, but within one step every key (ids and
 // times) rises or falls with h, so rows arrive at each index in key order, as a bulk load
 // does, instead of at random pages of indexes larger than the buffer cache. Row i belongs to
-// org $6 / user $7 when i is a multiple of 20, else to org $4 / user $5. {part} may limit the
-// rows to a share of them (see seedFinished).
+// org $6 / user $7 when i is a multiple of 20, else to org $4 / user $5. With $8 = 0 or 1 only
+// the rows of that parity are written ($8 = -1: all; see seedFinished).
 const seedSource = `SELECT i,
     (left(h, 30) || 'a1')::uuid AS prompt_id,
     (left(h, 30) || 'b2')::uuid AS job_id,
@@ -122,7 +101,8 @@ const seedSource = `SELECT i,
         * interval '2500 ms' AS t,
     i % 100 AS r,
     CASE WHEN i % 100 < 90 THEN 'completed' WHEN i % 100 < 96 THEN 'failed' ELSE 'cancelled' END AS op_status
-FROM (SELECT i, md5('bench-' || i) AS h FROM generate_series($1::bigint, $2::bigint - 1) AS i {part} ORDER BY h) AS g`
+FROM (SELECT i, md5('bench-' || i) AS h FROM generate_series($1::bigint, $2::bigint - 1) AS i
+    WHERE $8::int < 0 OR i % 2 = $8::int ORDER BY h) AS g`
 
 // seedEntities writes the prompts of finished rows.
 const seedEntities = `INSERT INTO sa_entity (id, kind, body, correlation_id, truth_class, state_class, org_id, created_by, created_at, updated_at)
@@ -159,8 +139,8 @@ func sqlTime(expr string) string {
 
 const genesisDigest = `'0000000000000000000000000000000000000000000000000000000000000000'`
 
-// seedDigests adds, to each row s of seedSource, the two history entries' document digests (a.d1, a.d2) and formatted times (a.ts0, a.ts1), and their entry
-// digests (b.e1, c.e2).
+// seedDigests adds, to each row s of seedSource, the two history entries' document digests
+// (a.d1, a.d2) and formatted times (a.ts0, a.ts1), and their entry digests (b.e1, c.e2).
 var seedDigests = `CROSS JOIN LATERAL (SELECT md5('bench-doc1-' || s.i) || md5('bench-doc1b-' || s.i) AS d1,
         md5('bench-doc2-' || s.i) || md5('bench-doc2b-' || s.i) AS d2,
         ` + sqlTime("s.t") + ` AS ts0, ` + sqlTime("s.t + interval '1 s'") + ` AS ts1) AS a
@@ -170,13 +150,14 @@ var seedDigests = `CROSS JOIN LATERAL (SELECT md5('bench-doc1-' || s.i) || md5('
 // seedOperations writes finished operations (90 % completed, 6 % failed, 4 % cancelled).
 var seedOperations = `WITH ops AS (
     INSERT INTO sa_operation (id, kind, owner, status, org_id, created_by, subject, correlation_id, accepted_at, expires_at,
-        retry_after_seconds, last_error_kind, last_error_message, next_poll_at, poll_count, terminal_at, updated_at {headCols})
+        retry_after_seconds, last_error_kind, last_error_message, next_poll_at, poll_count, terminal_at, updated_at,
+        history_seq, history_digest, history_at)
     SELECT s.op_id, '` + jobs.KindPromptExecute + `', '` + jobs.OwnerPromptRuntime + `', s.op_status, s.org_id, s.user_id,
         jsonb_build_object('prompt_id', s.prompt_id, 'job_id', s.job_id), s.prompt_id, s.t, s.t + interval '15 min', 2,
         CASE WHEN s.op_status = 'failed' THEN 'provider_5xx' END, CASE WHEN s.op_status = 'failed' THEN 'seeded failure' END,
-        s.t + interval '2 s', 0, s.t + interval '1 s', s.t + interval '1 s' {headVals}
+        s.t + interval '2 s', 0, s.t + interval '1 s', s.t + interval '1 s', 2, c.e2, s.t + interval '1 s'
     FROM (` + seedSource + `) AS s
-    {digests}
+    ` + seedDigests + `
     RETURNING org_id, status)
 INSERT INTO sa_operation_count (org_id, status, n) SELECT org_id, status, count(*) FROM ops GROUP BY org_id, status`
 
@@ -194,22 +175,20 @@ FROM (` + seedSource + `) AS s
 // counter deltas; the caller vacuums and analyses (vacuumAnalyze) when done seeding.
 func (s *seeder) seedFinished(ctx context.Context, b seedBatch) error {
 	from, to := b.from, b.to
-	args := []any{from, to, b.base, b.rest.org, b.rest.user, b.every20th.org, b.every20th.user}
-	// The operations need the digests only to fill in the history head.
-	digests := ""
-	if s.head {
-		digests = seedDigests
+	args := func(parity int) []any {
+		return []any{from, to, b.base, b.rest.org, b.rest.user, b.every20th.org, b.every20th.user, parity}
 	}
-	ops := strings.ReplaceAll(seedOperations, "{digests}", digests)
 	// The histories are the most work (two wide rows and two digests per operation): they
 	// are written in two halves at once, so that the statements end at about the same time.
-	whole := strings.NewReplacer("{part}", "")
-	stmts := []struct{ what, sql string }{
-		{"prompts", whole.Replace(seedEntities)},
-		{"jobs", whole.Replace(seedJobs)},
-		{"operations", whole.Replace(s.seedSQL(ops, "2", "c.e2", "s.t + interval '1 s'"))},
-		{"histories (even rows)", strings.ReplaceAll(seedHistory, "{part}", "WHERE i % 2 = 0")},
-		{"histories (odd rows)", strings.ReplaceAll(seedHistory, "{part}", "WHERE i % 2 = 1")},
+	stmts := []struct {
+		what, sql string
+		args      []any
+	}{
+		{"prompts", seedEntities, args(-1)},
+		{"jobs", seedJobs, args(-1)},
+		{"operations", seedOperations, args(-1)},
+		{"histories (even rows)", seedHistory, args(0)},
+		{"histories (odd rows)", seedHistory, args(1)},
 	}
 	errs := make([]error, len(stmts))
 	var wg sync.WaitGroup
@@ -218,7 +197,7 @@ func (s *seeder) seedFinished(ctx context.Context, b seedBatch) error {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			errs[k] = s.inSeedTx(ctx, st.what, st.sql, args...)
+			errs[k] = s.inSeedTx(ctx, st.what, st.sql, st.args...)
 			fmt.Fprintf(os.Stderr, "seed: %d %s in %.1f s\n", to-from, st.what, time.Since(start).Seconds())
 		}()
 	}
@@ -266,10 +245,10 @@ ent AS (
     SELECT prompt_id, 'prompt', 'backlog prompt ' || river_id, prompt_id, 'authored', 'open', $2, $3, t, t FROM b),
 ops AS (
     INSERT INTO sa_operation (id, kind, owner, status, org_id, created_by, subject, correlation_id, accepted_at, expires_at,
-        retry_after_seconds, next_poll_at, poll_count, updated_at {headCols})
+        retry_after_seconds, next_poll_at, poll_count, updated_at, history_seq, history_digest, history_at)
     SELECT op_id, '` + jobs.KindPromptExecute + `', '` + jobs.OwnerPromptRuntime + `', 'pending', $2, $3,
         jsonb_build_object('prompt_id', prompt_id, 'job_id', job_id), prompt_id, t, t + interval '15 min', 2,
-        t + interval '2 s', 0, t {headVals}
+        t + interval '2 s', 0, t, 1, e1, t
     FROM b
     RETURNING org_id, status),
 hist AS (
@@ -298,7 +277,6 @@ func (s *seeder) addBacklog(ctx context.Context, o owner, n int) error {
 	for i := range ids {
 		ids[i] = uuid.New()
 	}
-	stmt := s.seedSQL(seedBacklog, "1", "e1", "t")
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
 			return fmt.Errorf("turn triggers off for seeding: %w", err)
@@ -322,7 +300,7 @@ func (s *seeder) addBacklog(ctx context.Context, o owner, n int) error {
 			}
 			done += batch
 		}
-		if _, err := tx.Exec(ctx, stmt, after, o.org, o.user, ids); err != nil {
+		if _, err := tx.Exec(ctx, seedBacklog, after, o.org, o.user, ids); err != nil {
 			return fmt.Errorf("seed the backlog's rows: %w", err)
 		}
 		return nil
