@@ -173,7 +173,7 @@ func (s *Server) submitChain(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusCreated).JSON(toChainJSON(d))
 	}
 	h := out.Operation
-	op, retry, err := s.acceptedHandle(c.UserContext(), h)
+	op, retry, err := s.acceptedHandle(c.UserContext(), h, nil)
 	if err != nil {
 		return err
 	}

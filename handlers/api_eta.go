@@ -42,10 +42,14 @@ func putETA(fields map[string]json.RawMessage, eta jobs.ETA) int {
 // acceptedHandle is the operation object of a 202: the handle with the server's estimate of
 // when its work starts (a prompt's job) or ends (a chain), and the Retry-After that goes with
 // it (the handle's own hint when there is no estimate: the work already ended).
-func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle) (map[string]json.RawMessage, int, error) {
+// known is the estimate made as the work was accepted, nil to read one.
+func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle, known *jobs.ETA) (map[string]json.RawMessage, int, error) {
 	fields, err := docFields(h)
 	if err != nil {
 		return nil, 0, fmt.Errorf("write the handle of %s: %w", h.OperationID, err)
+	}
+	if known != nil {
+		return fields, putETA(fields, *known), nil
 	}
 	eta, ok, err := s.deps.Jobs.ETAs().Operation(ctx, h.OperationID)
 	if err != nil {

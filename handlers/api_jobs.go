@@ -124,7 +124,7 @@ func (s *Server) retryJob(c *fiber.Ctx) error {
 	if err != nil {
 		return s.jobsError(c, err)
 	}
-	op, retry, err := s.acceptedHandle(c.UserContext(), out.Operation)
+	op, retry, err := s.acceptedHandle(c.UserContext(), out.Operation, nil)
 	if err != nil {
 		return err
 	}

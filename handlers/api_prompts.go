@@ -48,7 +48,10 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 	h := out.Operation
 	c.Set(fiber.HeaderLocation, h.StatusHref)
 	body := fiber.Map{"prompt_id": out.PromptID, "job_id": out.JobID, "state": out.State, "operation": h}
+	// The estimate made as the job was accepted, unless the answer waits: the job has moved on.
+	eta := out.ETA
 	if wait := parsePreferWait(c.GetReqHeaders()["Prefer"]); wait > 0 {
+		eta = nil
 		// Prefer: wait holds the answer until the job ends, if it does in time: 200 with the
 		// answer; otherwise the usual 202.
 		job, done, err := s.awaitJob(c.UserContext(), req.Viewer, out.JobID, wait)
@@ -68,7 +71,7 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 			return c.Status(fiber.StatusOK).JSON(body)
 		}
 	}
-	op, retry, err := s.acceptedHandle(c.UserContext(), h)
+	op, retry, err := s.acceptedHandle(c.UserContext(), h, eta)
 	if err != nil {
 		return err
 	}

@@ -66,13 +66,17 @@ func (c *ETAConfig) validate() error {
 	return nil
 }
 
-// Estimator answers ETAs. An estimate costs one indexed, bounded query (the job's place);
-// the rate it divides by is measured at most once per CacheFor for the whole process.
+// Estimator answers ETAs. An estimate costs one indexed, bounded query (the job's place), but
+// that of a job just accepted (Arrival) none; the rate it divides by, and the queue's front
+// that places accepted jobs, are measured at most once per CacheFor for the whole process.
 type Estimator struct {
 	cfg ETAConfig
 	// workers is how many prompt workers this process runs (its runtimes add theirs): the
 	// least capacity the queue drains with, before any job was seen running.
 	workers atomic.Int64
+
+	// front places the jobs just accepted (Arrival).
+	front queueFront
 
 	mu        sync.Mutex
 	sample    rateSample
@@ -89,7 +93,7 @@ func NewEstimator(cfg ETAConfig) (*Estimator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Estimator{cfg: cfg}, nil
+	return &Estimator{cfg: cfg, front: queueFront{orgs: map[int64]*bands{}}}, nil
 }
 
 // AddWorkers records n more (or, negative, fewer) prompt workers running in this process.

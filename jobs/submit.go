@@ -68,6 +68,9 @@ type Submitted struct {
 	Operation deferred.Handle
 	// Replayed is true when an Idempotency-Key returned an earlier submission.
 	Replayed bool
+	// ETA is the estimate of when the job starts, made as it was accepted; nil for a replayed
+	// submission (its job may have moved on) or when the estimate could not be made.
+	ETA *ETA
 }
 
 // validate checks every field rule and normalises defaults.
@@ -190,9 +193,18 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted,
 		if err := s.admit.checkQuota(ctx, req.Viewer.OrgID); err != nil {
 			return Submitted{}, err
 		}
-		return s.submits.Do(ctx, req)
+		out, err = s.submits.Do(ctx, req)
+	} else {
+		out, err = s.submitOne(ctx, req)
 	}
-	return s.submitOne(ctx, req)
+	if err == nil && !out.Replayed {
+		// The job is committed whatever the estimate does: one that fails leaves the handle to
+		// be placed by its own read.
+		if eta, eerr := s.eta.Arrival(ctx, *req.Priority, req.Viewer.OrgID, req.ScheduledFor); eerr == nil {
+			out.ETA = &eta
+		}
+	}
+	return out, err
 }
 
 // submitOne submits a validated request in a transaction of its own.

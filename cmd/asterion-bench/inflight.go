@@ -43,8 +43,12 @@ type inflightResult struct {
 	RSSStartKiB int64 `json:"rss_start_kib"`
 	RSSPeakKiB  int64 `json:"rss_peak_kib"`
 	// ConnsPeak is the most sessions seen open on the database (sampled at each window).
-	ConnsPeak int64   `json:"conns_peak"`
-	Seconds   float64 `json:"seconds"`
+	ConnsPeak int64 `json:"conns_peak"`
+	// MaxConnections and PreloadLibraries are the PostgreSQL settings the figures were
+	// measured under (max_connections, shared_preload_libraries).
+	MaxConnections   int     `json:"max_connections"`
+	PreloadLibraries string  `json:"shared_preload_libraries"`
+	Seconds          float64 `json:"seconds"`
 }
 
 // inflightWindow is one counting window, per heartbeat interval.
@@ -69,6 +73,10 @@ func runInflight(ctx context.Context, cfg config) (inflightResult, error) {
 	closedLoop(srv.submit, 10, 2*time.Second) // warm-up, as the load phases do
 	if err := srv.idle(ctx, 30*time.Second); err != nil {
 		return r, err
+	}
+	if err := srv.admin.QueryRow(ctx, `SELECT current_setting('max_connections')::int, current_setting('shared_preload_libraries')`).
+		Scan(&r.MaxConnections, &r.PreloadLibraries); err != nil {
+		return r, fmt.Errorf("read the PostgreSQL settings: %w", err)
 	}
 	if r.RSSStartKiB, err = vmRSSKiB(srv.pid()); err != nil {
 		return r, err
@@ -170,10 +178,10 @@ func inflightRows(f *inflightResult, only func(fig, av, target, how string)) {
 		fmt.Sprintf("jobs of those prompts `succeeded` when the phase ended (it waits up to %.0f s after the open loop; phase %.0f s)", (benchInflightLatency+30*time.Second).Seconds(), f.Seconds))
 	only(fmt.Sprintf("transactions per heartbeat interval, %d / %d running", f.FewWindow.Running, f.Window.Running),
 		fmt.Sprintf("%.0f / %.0f", f.FewWindow.XactsPerInterval, f.Window.XactsPerInterval), "constant in running jobs",
-		fmt.Sprintf("pg_stat_statements is not loaded on this PostgreSQL (shared_preload_libraries is empty), so statements are counted as transactions: xact_commit + xact_rollback of the phase's database (pg_stat_database, read from another database) over %d intervals once every job ran (the %d long prompts; after they and the open loop's jobs finished, %d answering at the same pace for %.0f s), ÷ %d; everything the server does in that time, output writes included; rows written per interval meanwhile: sa_job updated %.0f / %.0f, sa_job_output inserted %.0f / %.0f",
-			f.Window.Intervals, f.Window.Running, f.FewWindow.Running, (benchInflightLatency*5/12).Seconds(), f.Window.Intervals, f.FewWindow.JobUpdatesPerInt, f.Window.JobUpdatesPerInt,
+		fmt.Sprintf("statements are counted as transactions (pg_stat_statements is not assumed; shared_preload_libraries here: %q): xact_commit + xact_rollback of the phase's database (pg_stat_database, read from another database) over %d intervals once every job ran (the %d long prompts; after they and the open loop's jobs finished, %d answering at the same pace for %.0f s), ÷ %d; everything the server does in that time, output writes included; rows written per interval meanwhile: sa_job updated %.0f / %.0f, sa_job_output inserted %.0f / %.0f",
+			f.PreloadLibraries, f.Window.Intervals, f.Window.Running, f.FewWindow.Running, (benchInflightLatency*5/12).Seconds(), f.Window.Intervals, f.FewWindow.JobUpdatesPerInt, f.Window.JobUpdatesPerInt,
 			f.FewWindow.OutputRowsPerInt, f.Window.OutputRowsPerInt))
 	only(fmt.Sprintf("server RSS peak, %s running", sizeLabel(f.Window.Running)), fmt.Sprintf("%.0f MiB", float64(f.RSSPeakKiB)/1024), "≤ 600 MiB",
-		fmt.Sprintf("highest VmRSS of the `asterion serve` process sampled every 100 ms from the first submit until every job finished (%.0f MiB before); database sessions open at most %d (PostgreSQL's max_connections here: 100)",
-			float64(f.RSSStartKiB)/1024, f.ConnsPeak))
+		fmt.Sprintf("highest VmRSS of the `asterion serve` process sampled every 100 ms from the first submit until every job finished (%.0f MiB before); database sessions open at most %d (PostgreSQL's max_connections here: %d)",
+			float64(f.RSSStartKiB)/1024, f.ConnsPeak, f.MaxConnections))
 }

@@ -98,8 +98,11 @@ func (c *cli) promptSubmit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	eta, known, err := svc.ETAs().Job(ctx, out.JobID)
-	if err != nil {
+	var eta jobs.ETA
+	known := out.ETA != nil
+	if known {
+		eta = *out.ETA
+	} else if eta, known, err = svc.ETAs().Job(ctx, out.JobID); err != nil {
 		return err
 	}
 	if cm.json {
