@@ -31,9 +31,9 @@ func TestAttemptUsage(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
 	e := newEnv(t, instantSim(), withMeter(t, &m))
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("count these four words #sim:tokens=7 #sim:fail=provider_5xx:1")
-	waitFor(t, 30*time.Second, "the job to succeed", func() bool { return e.job(sub.JobID).State == "succeeded" })
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("count these four words #sim:tokens=7 #sim:fail=provider_5xx:1")
+	waitFor(t, 30*time.Second, "the job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
 	rows, total, err := m.JobAttempts(context.Background(), sub.JobID)
 	if err != nil {
 		t.Fatal(err)
@@ -57,10 +57,10 @@ func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
 	e := newEnv(t, instantSim(), withMeter(t, &m), withOutput(t))
-	startRuntime(t, e, e.s, 1)
-	sub := e.submit("cut me #sim:tokens=100 #sim:latency=20s")
-	waitFor(t, 20*time.Second, "output to flow", func() bool { return len(e.output(e.job(sub.JobID))) >= 2 })
-	if _, err := e.s.Cancel(context.Background(), e.v, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
+	startRuntime(t, e, e.S, 1)
+	sub := e.Submit("cut me #sim:tokens=100 #sim:latency=20s")
+	waitFor(t, 20*time.Second, "output to flow", func() bool { return len(e.output(e.Job(sub.JobID))) >= 2 })
+	if _, err := e.S.Cancel(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	var rows []db.Attempt
@@ -71,7 +71,7 @@ func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
 	})
 	// The usage counts every word the provider wrote; the stored output may lack the last
 	// ones, written after the cancel reached the job row.
-	written := len(strings.Fields(joined(e.output(e.job(sub.JobID)))))
+	written := len(strings.Fields(joined(e.output(e.Job(sub.JobID)))))
 	if rows[0].InputTokens != 2 || rows[0].OutputTokens < written || rows[0].OutputTokens >= 100 {
 		t.Errorf("cut attempt %+v, %d words stored", rows[0], written)
 	}
@@ -83,15 +83,15 @@ func TestBudgetRefusesSubmits(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
 	e := newEnv(t, instantSim(), withMeter(t, &m))
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 	ctx := context.Background()
-	if err := m.SetBudget(ctx, e.o, usage.Budget{Tokens: 10, Period: usage.Day}); err != nil {
+	if err := m.SetBudget(ctx, e.O, usage.Budget{Tokens: 10, Period: usage.Day}); err != nil {
 		t.Fatal(err)
 	}
-	running := e.submit("slow one #sim:tokens=3 #sim:latency=2s")
-	first := e.submit("six words make the first one #sim:tokens=6")
-	waitFor(t, 20*time.Second, "the first job", func() bool { return e.job(first.JobID).State == "succeeded" })
-	_, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.v, Prompt: "one too many"})
+	running := e.Submit("slow one #sim:tokens=3 #sim:latency=2s")
+	first := e.Submit("six words make the first one #sim:tokens=6")
+	waitFor(t, 20*time.Second, "the first job", func() bool { return e.Job(first.JobID).State == "succeeded" })
+	_, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "one too many"})
 	var be *jobs.BudgetExhaustedError
 	if !errors.As(err, &be) || !errors.Is(err, jobs.ErrBudgetExhausted) {
 		t.Fatalf("submit over budget: %v", err)
@@ -100,8 +100,8 @@ func TestBudgetRefusesSubmits(t *testing.T) {
 	if want := int(time.Until(end).Seconds()); be.RetryAfter < want-5 || be.RetryAfter > want+5 {
 		t.Errorf("RetryAfter %d, want about %d", be.RetryAfter, want)
 	}
-	waitFor(t, 20*time.Second, "the running job", func() bool { return e.job(running.JobID).State == "succeeded" })
-	st, err := m.Status(ctx, e.o)
+	waitFor(t, 20*time.Second, "the running job", func() bool { return e.Job(running.JobID).State == "succeeded" })
+	st, err := m.Status(ctx, e.O)
 	if err != nil || st.Used != 6+6+2+3 {
 		t.Errorf("usage after both: %+v %v, want 17 tokens counted", st, err)
 	}

@@ -19,12 +19,12 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	fake := newFake(nil)
 	e := newEnv(t, fake)
 	ctx := context.Background()
-	rt := newRuntime(t, e, e.s, 1)
-	doomed := e.submit("cancel me")
-	after := e.submit("run me")
-	actor := jobs.Actor{UserID: &e.u, Name: "member"}
+	rt := newRuntime(t, e, e.S, 1)
+	doomed := e.Submit("cancel me")
+	after := e.Submit("run me")
+	actor := jobs.Actor{UserID: &e.U, Name: "member"}
 
-	j, err := e.s.Cancel(ctx, e.v, doomed.JobID, actor)
+	j, err := e.S.Cancel(ctx, e.V, doomed.JobID, actor)
 	if err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
@@ -37,11 +37,11 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	if op := e.operation(*j.OperationID); op.Status != "cancelled" || op.TerminalAt == nil {
 		t.Fatalf("operation %s", op.Status)
 	}
-	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.cancelled' AND subject_id = ? AND actor_id = ?", doomed.JobID.String(), e.u); n != 1 {
+	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.cancelled' AND subject_id = ? AND actor_id = ?", doomed.JobID.String(), e.U); n != 1 {
 		t.Fatalf("%d cancel audit rows", n)
 	}
 	// Cancelling again is a conflict: the job is terminal.
-	if _, err := e.s.Cancel(ctx, e.v, doomed.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
+	if _, err := e.S.Cancel(ctx, e.V, doomed.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("second cancel: %v, want ErrConflict", err)
 	}
 
@@ -53,7 +53,7 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	if n := fake.callsFor(doomed.JobID); n != 0 {
 		t.Fatalf("provider called %d times for a cancelled job", n)
 	}
-	if j := e.job(doomed.JobID); j.State != "cancelled" || j.WorkerClaim != nil || j.StartedAt != nil {
+	if j := e.Job(doomed.JobID); j.State != "cancelled" || j.WorkerClaim != nil || j.StartedAt != nil {
 		t.Fatalf("cancelled job changed: %+v", j)
 	}
 	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", doomed.PromptID); n != 0 {
@@ -72,14 +72,14 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 	})
 	e := newEnv(t, fake, func(c *jobs.Config) { c.HeartbeatInterval = time.Hour })
 	ctx := context.Background()
-	startRuntime(t, e, e.s, 2)
-	s := e.submit("long running #sim:hang")
+	startRuntime(t, e, e.S, 2)
+	s := e.Submit("long running #sim:hang")
 	c := fake.waitCall(t, 10*time.Second)
 	e.waitState(s.JobID, jobs.StateRunning, 5*time.Second)
 
 	other := e.service(instantSim())
 	start := time.Now()
-	j, err := other.Cancel(ctx, e.op, s.JobID, jobs.Actor{Name: "operator"})
+	j, err := other.Cancel(ctx, e.Op, s.JobID, jobs.Actor{Name: "operator"})
 	if err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
@@ -94,7 +94,7 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 	}
 	rid := *j.RiverJobID
 	waitFor(t, 10*time.Second, "river job cancelled", func() bool { return e.riverState(rid) == "cancelled" })
-	j = e.job(s.JobID)
+	j = e.Job(s.JobID)
 	if j.State != "cancelled" || j.ResponseID != nil || j.Attempt != 1 {
 		t.Fatalf("after the worker gave up: %+v", j)
 	}
@@ -118,33 +118,33 @@ func TestCancelVisibility(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	rt := newRuntime(t, e, e.s, 1)
-	done := e.submit("finish first")
-	queued := e.submit("stay queued", func(r *jobs.SubmitRequest) { r.Priority = intp(100) })
+	rt := newRuntime(t, e, e.S, 1)
+	done := e.Submit("finish first")
+	queued := e.Submit("stay queued", func(r *jobs.SubmitRequest) { r.Priority = intp(100) })
 
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
-	sameOrgMember := createUser(t, e.d.Bun, e.o, "member")
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	sameOrgMember := createUser(t, e.D.Bun, e.O, "member")
 	for name, v := range map[string]jobs.Viewer{
 		"another org's operator": {OrgID: otherOrg, UserID: otherUser, OrgWide: true},
-		"another member":         {OrgID: e.o, UserID: sameOrgMember},
+		"another member":         {OrgID: e.O, UserID: sameOrgMember},
 	} {
-		if _, err := e.s.Cancel(ctx, v, queued.JobID, jobs.Actor{Name: name}); !errors.Is(err, jobs.ErrNotFound) {
+		if _, err := e.S.Cancel(ctx, v, queued.JobID, jobs.Actor{Name: name}); !errors.Is(err, jobs.ErrNotFound) {
 			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
-	if _, err := e.s.Cancel(ctx, e.v, uuid.New(), jobs.Actor{Name: "x"}); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := e.S.Cancel(ctx, e.V, uuid.New(), jobs.Actor{Name: "x"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("missing id: %v, want ErrNotFound", err)
 	}
-	if j := e.job(queued.JobID); j.State != "queued" {
+	if j := e.Job(queued.JobID); j.State != "queued" {
 		t.Fatalf("a refused cancel changed the job: %s", j.State)
 	}
-	if _, err := e.r.GetJob(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, queued.JobID); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := e.R.GetJob(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, queued.JobID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("GetJob from another org: %v, want ErrNotFound", err)
 	}
 
 	// Cancel the low-priority one as the operator before the worker starts, then let the
 	// other finish and try to cancel it.
-	if _, err := e.s.Cancel(ctx, e.op, queued.JobID, jobs.Actor{Name: "operator"}); err != nil {
+	if _, err := e.S.Cancel(ctx, e.Op, queued.JobID, jobs.Actor{Name: "operator"}); err != nil {
 		t.Fatalf("operator cancel: %v", err)
 	}
 	if err := rt.Start(ctx); err != nil {
@@ -152,11 +152,11 @@ func TestCancelVisibility(t *testing.T) {
 	}
 	e.waitState(done.JobID, jobs.StateSucceeded, 20*time.Second)
 	for _, id := range []uuid.UUID{done.JobID, queued.JobID} {
-		before := e.job(id)
-		if _, err := e.s.Cancel(ctx, e.v, id, jobs.Actor{Name: "member"}); !errors.Is(err, jobs.ErrConflict) {
+		before := e.Job(id)
+		if _, err := e.S.Cancel(ctx, e.V, id, jobs.Actor{Name: "member"}); !errors.Is(err, jobs.ErrConflict) {
 			t.Errorf("cancel of %s job: %v, want ErrConflict", before.State, err)
 		}
-		if after := e.job(id); after.State != before.State || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		if after := e.Job(id); after.State != before.State || !after.UpdatedAt.Equal(before.UpdatedAt) {
 			t.Errorf("a refused cancel changed the job: %+v", after)
 		}
 	}

@@ -23,15 +23,15 @@ func TestETAAccuracy(t *testing.T) {
 	}
 	t.Parallel()
 	e := newEnv(t, provider.NewSim(provider.SimConfig{}))
-	startRuntime(t, e, e.s, 10)
+	startRuntime(t, e, e.S, 10)
 	ctx := context.Background()
 	var warm []uuid.UUID
 	for i := range 10 {
-		warm = append(warm, e.submit(fmt.Sprintf("warm-up %d #sim:latency=1s", i)).JobID)
+		warm = append(warm, e.Submit(fmt.Sprintf("warm-up %d #sim:latency=1s", i)).JobID)
 	}
 	waitFor(t, 30*time.Second, "the warm-up wave", func() bool {
 		for _, id := range warm {
-			if e.job(id).State != "succeeded" {
+			if e.Job(id).State != "succeeded" {
 				return false
 			}
 		}
@@ -42,8 +42,8 @@ func TestETAAccuracy(t *testing.T) {
 	ids := make([]uuid.UUID, n)
 	etas := make([]int, n)
 	for i := range n {
-		sub := e.submit(fmt.Sprintf("prompt %d #sim:latency=1s", i))
-		eta, ok, err := e.s.ETAs().Job(ctx, sub.JobID)
+		sub := e.Submit(fmt.Sprintf("prompt %d #sim:latency=1s", i))
+		eta, ok, err := e.S.ETAs().Job(ctx, sub.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,15 +54,15 @@ func TestETAAccuracy(t *testing.T) {
 		ids[i], etas[i] = sub.JobID, eta.Seconds
 	}
 	waitFor(t, 2*time.Minute, "every prompt to succeed", func() bool {
-		return e.job(ids[n-1]).State == "succeeded"
+		return e.Job(ids[n-1]).State == "succeeded"
 	})
 	var ratios []float64
 	var waited []time.Duration
 	for i, id := range ids {
-		j := e.job(id)
+		j := e.Job(id)
 		if j.StartedAt == nil {
-			waitFor(t, time.Minute, "prompt to start", func() bool { return e.job(id).StartedAt != nil })
-			j = e.job(id)
+			waitFor(t, time.Minute, "prompt to start", func() bool { return e.Job(id).StartedAt != nil })
+			j = e.Job(id)
 		}
 		actual := j.StartedAt.Sub(j.CreatedAt)
 		waited = append(waited, actual)

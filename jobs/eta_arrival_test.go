@@ -27,18 +27,18 @@ func TestArrivalPlacesEachSubmitBehindTheQueue(t *testing.T) {
 		// A default one is behind all six.
 		{nil, 12},
 	} {
-		last = e.submit("arrival", func(r *jobs.SubmitRequest) { r.Priority = c.priority })
+		last = e.Submit("arrival", func(r *jobs.SubmitRequest) { r.Priority = c.priority })
 		if last.ETA == nil || !last.ETA.Starts || last.ETA.Seconds != c.want {
 			t.Fatalf("submit %d: ETA %+v, want a start in %d s", i, last.ETA, c.want)
 		}
 	}
-	read, ok, err := e.s.ETAs().Job(ctx, last.JobID)
+	read, ok, err := e.S.ETAs().Job(ctx, last.JobID)
 	if err != nil || !ok || read.Seconds != last.ETA.Seconds {
 		t.Errorf("the job's place read gives %+v (%v, %v), the 202 gave %+v", read, ok, err, *last.ETA)
 	}
 	// A replayed submission carries no estimate made now: its job may have moved on.
-	first := e.submit("keyed", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k-1" })
-	again := e.submit("keyed", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k-1" })
+	first := e.Submit("keyed", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k-1" })
+	again := e.Submit("keyed", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k-1" })
 	if first.ETA == nil || !again.Replayed || again.ETA != nil {
 		t.Errorf("keyed submit ETA %+v; replay %+v (replayed %v)", first.ETA, again.ETA, again.Replayed)
 	}

@@ -28,10 +28,10 @@ func TestAsyncExecutionProof(t *testing.T) {
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
 	hub := startHub(t, e)
-	sub := hub.Subscribe(e.v.Scope(), 64)
+	sub := hub.Subscribe(e.V.Scope(), 64)
 	defer sub.Close()
 
-	s := e.submit("what is async? #sim:latency=300ms")
+	s := e.Submit("what is async? #sim:latency=300ms")
 
 	// Accepted: prompt, queued job, River vehicle, pending operation with one history entry.
 	if s.State != jobs.StateQueued || s.Replayed {
@@ -45,13 +45,13 @@ func TestAsyncExecutionProof(t *testing.T) {
 		t.Fatalf("handle %+v does not describe the submission", s.Operation)
 	}
 	var prompt db.Entity
-	if err := e.d.Bun.NewSelect().Model(&prompt).Where("id = ?", s.PromptID).Scan(ctx); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&prompt).Where("id = ?", s.PromptID).Scan(ctx); err != nil {
 		t.Fatalf("prompt entity: %v", err)
 	}
-	if prompt.Kind != "prompt" || prompt.CorrelationID != prompt.ID || prompt.ParentID != nil || prompt.OrgID != e.o || prompt.CreatedBy != e.u {
+	if prompt.Kind != "prompt" || prompt.CorrelationID != prompt.ID || prompt.ParentID != nil || prompt.OrgID != e.O || prompt.CreatedBy != e.U {
 		t.Fatalf("prompt entity %+v", prompt)
 	}
-	j := e.job(s.JobID)
+	j := e.Job(s.JobID)
 	if j.State != "queued" || j.PromptID != s.PromptID || j.RiverJobID == nil || j.OperationID == nil ||
 		*j.OperationID != s.Operation.OperationID || j.Priority != 50 || j.Attempt != 1 || j.MaxAttempts != 3 ||
 		j.WorkerClaim != nil || j.StartedAt != nil {
@@ -63,21 +63,21 @@ func TestAsyncExecutionProof(t *testing.T) {
 	var args jobs.PromptArgs
 	var rawArgs []byte
 	var riverPrio int
-	if err := e.d.Bun.QueryRowContext(ctx, "SELECT args, priority FROM river_job WHERE id = ?", *j.RiverJobID).Scan(&rawArgs, &riverPrio); err != nil {
+	if err := e.D.Bun.QueryRowContext(ctx, "SELECT args, priority FROM river_job WHERE id = ?", *j.RiverJobID).Scan(&rawArgs, &riverPrio); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(rawArgs, &args); err != nil || args.JobID != s.JobID || riverPrio != jobs.RiverPriority(50) {
 		t.Fatalf("river job args %s priority %d", rawArgs, riverPrio)
 	}
 	op := e.operation(s.Operation.OperationID)
-	if op.Status != "pending" || op.Kind != jobs.KindPromptExecute || op.OrgID != e.o || op.CreatedBy != e.u || op.CorrelationID != s.PromptID {
+	if op.Status != "pending" || op.Kind != jobs.KindPromptExecute || op.OrgID != e.O || op.CreatedBy != e.U || op.CorrelationID != s.PromptID {
 		t.Fatalf("operation row %+v", op)
 	}
 	if h := e.history(op.ID); len(h) != 1 || h[0].Status != "pending" || h[0].Seq != 1 || h[0].PrevDigest != deferred.GenesisDigest {
 		t.Fatalf("history after accept: %+v", h)
 	}
 
-	rt := startRuntime(t, e, e.s, 2)
+	rt := startRuntime(t, e, e.S, 2)
 	running := e.waitState(s.JobID, jobs.StateRunning, 10*time.Second)
 	if running.WorkerClaim == nil || !strings.HasPrefix(*running.WorkerClaim, rt.ID()+"/") || running.ClaimedAt == nil ||
 		running.StartedAt == nil || running.RunningHeartbeatAt == nil || running.ResponseID != nil {
@@ -92,11 +92,11 @@ func TestAsyncExecutionProof(t *testing.T) {
 	}
 
 	var resp db.Entity
-	if err := e.d.Bun.NewSelect().Model(&resp).Where("id = ?", *j.ResponseID).Scan(ctx); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&resp).Where("id = ?", *j.ResponseID).Scan(ctx); err != nil {
 		t.Fatalf("response entity: %v", err)
 	}
 	if resp.Kind != "response" || resp.ParentID == nil || *resp.ParentID != s.PromptID || resp.CorrelationID != s.PromptID ||
-		!strings.HasPrefix(resp.Body, "Simulated answer to: what is async?") || resp.OrgID != e.o {
+		!strings.HasPrefix(resp.Body, "Simulated answer to: what is async?") || resp.OrgID != e.O {
 		t.Fatalf("response entity %+v", resp)
 	}
 	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", s.PromptID); n != 1 {
@@ -173,7 +173,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 		if i > 0 && ev.Seq <= got[i-1].Seq {
 			t.Fatalf("seq %d after %d", ev.Seq, got[i-1].Seq)
 		}
-		if ev.OrgID != e.o || ev.UserID != e.u || ev.PromptID == nil || *ev.PromptID != s.PromptID {
+		if ev.OrgID != e.O || ev.UserID != e.U || ev.PromptID == nil || *ev.PromptID != s.PromptID {
 			t.Fatalf("event %+v", ev)
 		}
 	}
@@ -181,7 +181,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 		t.Fatalf("feed states %v", states)
 	}
 	// Replay from the table agrees with what was pushed.
-	replayed, err := e.r.ReplayEvents(ctx, 0, e.v.Scope(), 100)
+	replayed, err := e.R.ReplayEvents(ctx, 0, e.V.Scope(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +196,12 @@ func TestPriorityQueueProof(t *testing.T) {
 	t.Parallel()
 	fake := newFake(nil)
 	e := newEnv(t, fake)
-	rt := newRuntime(t, e, e.s, 1)
+	rt := newRuntime(t, e, e.S, 1)
 	prios := []int{90, 50, 10, 45, 0, 100}
 	ids := map[string]int{}
 	var subs []jobs.Submitted
 	for _, p := range prios {
-		s := e.submit(fmt.Sprintf("priority %d", p), func(r *jobs.SubmitRequest) { r.Priority = intp(p) })
+		s := e.Submit(fmt.Sprintf("priority %d", p), func(r *jobs.SubmitRequest) { r.Priority = intp(p) })
 		ids[s.JobID.String()] = p
 		subs = append(subs, s)
 	}
@@ -222,7 +222,7 @@ func TestPriorityQueueProof(t *testing.T) {
 	}
 	// The rows agree: started_at follows the same order and runs never overlap.
 	var rows []db.Job
-	if err := e.d.Bun.NewSelect().Model(&rows).OrderExpr("started_at").Scan(context.Background()); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&rows).OrderExpr("started_at").Scan(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var byStart []int
@@ -237,9 +237,9 @@ func TestPriorityQueueProof(t *testing.T) {
 	}
 	// Priority is kept exactly on the job, and mapped onto River's band.
 	for _, s := range subs {
-		j := e.job(s.JobID)
+		j := e.Job(s.JobID)
 		var rp int
-		if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT priority FROM river_job WHERE id = ?", *j.RiverJobID).Scan(&rp); err != nil {
+		if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT priority FROM river_job WHERE id = ?", *j.RiverJobID).Scan(&rp); err != nil {
 			t.Fatal(err)
 		}
 		if j.Priority != ids[s.JobID.String()] || rp != jobs.RiverPriority(j.Priority) {
@@ -253,7 +253,7 @@ func TestPriorityQueueProof(t *testing.T) {
 func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.s, 8)
+	startRuntime(t, e, e.S, 8)
 	const n, g = 200, 20
 	ctx := context.Background()
 
@@ -266,12 +266,12 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 			go func(w int) {
 				defer wg.Done()
 				for i := w; i < len(texts); i += g {
-					req := jobs.SubmitRequest{Viewer: e.v, Prompt: texts[i]}
+					req := jobs.SubmitRequest{Viewer: e.V, Prompt: texts[i]}
 					if parents != nil {
 						p := parents[i]
 						req.ParentID = &p
 					}
-					s, err := e.s.Submit(ctx, req)
+					s, err := e.S.Submit(ctx, req)
 					if err != nil {
 						errs <- fmt.Errorf("submit %d: %w", i, err)
 						return
@@ -295,7 +295,7 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 		deadline := time.Now().Add(150 * time.Second)
 		for e.count("SELECT count(*) FROM sa_job WHERE id = ANY(?::uuid[]) AND state = 'succeeded'", uuidArray(ids)) != len(ids) {
 			if time.Now().After(deadline) {
-				jobstest.DumpQueue(e.t, e.d)
+				jobstest.DumpQueue(e.T, e.D)
 				t.Fatal("timed out waiting for every job to succeed")
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -325,7 +325,7 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 	t.Logf("children done after %s", time.Since(start))
 
 	var prompts []db.Entity
-	if err := e.d.Bun.NewSelect().Model(&prompts).Where("kind = 'prompt'").Scan(ctx); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&prompts).Where("kind = 'prompt'").Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	byID := map[uuid.UUID]db.Entity{}
@@ -400,7 +400,7 @@ func TestRunSync(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	ok, err := e.s.RunSync(ctx, e.v, "  hello sync  ")
+	ok, err := e.S.RunSync(ctx, e.V, "  hello sync  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestRunSync(t *testing.T) {
 		t.Fatalf("state changes %q", got)
 	}
 	assertOneResponse(t, e, j.PromptID, j)
-	bad, err := e.s.RunSync(ctx, e.v, "flaky #sim:fail=provider_5xx")
+	bad, err := e.S.RunSync(ctx, e.V, "flaky #sim:fail=provider_5xx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestRunSync(t *testing.T) {
 		t.Fatalf("failed sync run %+v", bad.Job)
 	}
 	var ve *jobs.ValidationError
-	if _, err := e.s.RunSync(ctx, e.v, "   "); !errors.As(err, &ve) {
+	if _, err := e.S.RunSync(ctx, e.V, "   "); !errors.As(err, &ve) {
 		t.Fatalf("blank sync prompt: %v", err)
 	}
 	if n := e.count("SELECT count(*) FROM river_job WHERE kind = ?", jobs.KindPromptExecute); n != 0 {

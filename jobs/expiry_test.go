@@ -15,9 +15,9 @@ import (
 func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Policy = deferred.Policy{MaxTTL: 2 * time.Second} })
-	startRuntime(t, e, e.s, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond })
+	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond })
 	start := time.Now()
-	sub := e.submit("#sim:hang forever")
+	sub := e.Submit("#sim:hang forever")
 	h := validHandleDoc(t, sub.Operation)
 	if got := sub.Operation.ExpiresAt.Sub(sub.Operation.AcceptedAt); got != 2*time.Second {
 		t.Fatalf("TTL %s, want the configured 2 s (handle %v)", got, h)
@@ -38,7 +38,7 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 		t.Errorf("job error_kind %q, want expired", strv(j.ErrorKind))
 	}
 	waitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.riverState(*j.RiverJobID) == "cancelled" })
-	st := e.statusJSON(e.v, op.ID)
+	st := e.statusJSON(e.V, op.ID)
 	errObj, _ := st["error"].(map[string]any)
 	if st["status"] != "expired" || errObj["kind"] != "expired" {
 		t.Errorf("status %v", st)
@@ -46,8 +46,8 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	if got := strings.Join(e.historyStatuses(op.ID), ","); got != "pending,running,expired" {
 		t.Errorf("history %s", got)
 	}
-	if e.s.Stats().Expiries.Load() < 1 {
-		t.Errorf("poller expiries counter %d", e.s.Stats().Expiries.Load())
+	if e.S.Stats().Expiries.Load() < 1 {
+		t.Errorf("poller expiries counter %d", e.S.Stats().Expiries.Load())
 	}
 	// Expired is terminal: the poller never touches it again.
 	polls := e.operation(op.ID).PollCount
@@ -55,7 +55,7 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	if after := e.operation(op.ID).PollCount; after != polls {
 		t.Errorf("poll_count moved from %d to %d after expiry", polls, after)
 	}
-	if _, err := e.s.CancelOperation(context.Background(), e.v, op.ID, jobs.Actor{Name: "test"}); err == nil {
+	if _, err := e.S.CancelOperation(context.Background(), e.V, op.ID, jobs.Actor{Name: "test"}); err == nil {
 		t.Error("cancel of an expired operation succeeded")
 	}
 }
@@ -77,7 +77,7 @@ func TestPollScheduleOfMirroredOperations(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, instantSim(), func(cfg *jobs.Config) { cfg.Policy = deferred.Policy{MaxTTL: c.ttl, DefaultTTL: c.ttl} })
-			sub := e.submit("scheduled " + c.name)
+			sub := e.Submit("scheduled " + c.name)
 			op := e.operation(sub.Operation.OperationID)
 			if got := op.NextPollAt.Sub(op.AcceptedAt); got != c.wantIn {
 				t.Fatalf("next poll %s after acceptance, want %s", got, c.wantIn)
@@ -86,7 +86,7 @@ func TestPollScheduleOfMirroredOperations(t *testing.T) {
 				t.Fatalf("retry_after_seconds %d: the hint to clients is unchanged", op.RetryAfterSeconds)
 			}
 			// A poll now (an operator's "poll now") reschedules it the same way.
-			if _, err := e.s.PollOperation(context.Background(), e.op, op.ID); err != nil {
+			if _, err := e.S.PollOperation(context.Background(), e.Op, op.ID); err != nil {
 				t.Fatal(err)
 			}
 			after := e.operation(op.ID)

@@ -15,7 +15,7 @@ import (
 // setShare writes an org's weight and pause as `asterion org set-weight` and a pause would.
 func setShare(t testing.TB, e *tenv, org int64, weight int, paused bool) {
 	t.Helper()
-	if _, err := e.d.Bun.ExecContext(context.Background(), `INSERT INTO sa_org_share (org_id, weight, paused) VALUES (?, ?, ?)
+	if _, err := e.D.Bun.ExecContext(context.Background(), `INSERT INTO sa_org_share (org_id, weight, paused) VALUES (?, ?, ?)
 ON CONFLICT (org_id) DO UPDATE SET weight = EXCLUDED.weight, paused = EXCLUDED.paused, updated_at = now()`,
 		org, weight, paused); err != nil {
 		t.Fatalf("set the share of org %d: %v", org, err)
@@ -45,7 +45,7 @@ func submitAll(e *tenv, v jobs.Viewer, n int, text string) ([]jobs.Submitted, er
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				s, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: v, Prompt: text})
+				s, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: v, Prompt: text})
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -84,7 +84,7 @@ func sampleMostRunning(t *testing.T, e *tenv, org int64) *atomic.Int64 {
 			case <-time.After(10 * time.Millisecond):
 			}
 			var n int64
-			if e.d.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
+			if e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
 				Where("org_id = ? AND state = 'running'", org).Scan(context.Background(), &n) == nil && n > most.Load() {
 				most.Store(n)
 			}
@@ -100,18 +100,18 @@ func sampleMostRunning(t *testing.T, e *tenv, org int64) *atomic.Int64 {
 func TestFairShareCapHoldsNoOrgBehind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.OrgMaxRunning = 3 })
-	orgB, userB := createOrgUser(t, e.d.Bun, "member")
-	most := sampleMostRunning(t, e, e.o)
-	startRuntime(t, e, e.s, 10)
-	submitMany(t, e, e.v, 100, "org A's backlog #sim:latency=1s")
+	orgB, userB := createOrgUser(t, e.D.Bun, "member")
+	most := sampleMostRunning(t, e, e.O)
+	startRuntime(t, e, e.S, 10)
+	submitMany(t, e, e.V, 100, "org A's backlog #sim:latency=1s")
 	submitted := time.Now()
 	b := submitMany(t, e, jobs.Viewer{OrgID: orgB, UserID: userB}, 10, "org B's prompt #sim:latency=1s")
 	deadline := submitted.Add(8 * time.Second)
 	for _, s := range b {
-		waitFor(t, time.Until(deadline), "org B's prompts", func() bool { return e.job(s.JobID).State == "succeeded" })
+		waitFor(t, time.Until(deadline), "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	t.Logf("org B's ten prompts finished %v after their submit", time.Since(submitted).Round(time.Millisecond))
-	if n := countJobs(e, e.o, jobs.StateQueued); n == 0 {
+	if n := countJobs(e, e.O, jobs.StateQueued); n == 0 {
 		t.Errorf("org A had no queued work left when B's prompts were done: nothing was held behind")
 	}
 	if m := most.Load(); m > 3 || m < 1 {
@@ -124,24 +124,24 @@ func TestFairShareCapHoldsNoOrgBehind(t *testing.T) {
 func TestFairShareWeight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	orgB, userB := createOrgUser(t, e.d.Bun, "member")
-	setShare(t, e, e.o, 2, false)
-	submitMany(t, e, e.v, 90, "weight two #sim:latency=500ms")
+	orgB, userB := createOrgUser(t, e.D.Bun, "member")
+	setShare(t, e, e.O, 2, false)
+	submitMany(t, e, e.V, 90, "weight two #sim:latency=500ms")
 	submitMany(t, e, jobs.Viewer{OrgID: orgB, UserID: userB}, 90, "weight one #sim:latency=500ms")
-	startRuntime(t, e, e.s, 6)
+	startRuntime(t, e, e.S, 6)
 	done := func() int { return e.count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") }
 	// The window opens once the first round has finished, so both orgs run their share.
 	waitFor(t, 20*time.Second, "a first round of jobs", func() bool { return done() >= 12 })
 	var from time.Time
-	if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT now()").Scan(&from); err != nil {
+	if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT now()").Scan(&from); err != nil {
 		t.Fatal(err)
 	}
 	inWindow := func(org int64) int {
 		return e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'succeeded' AND finished_at > ?", org, from)
 	}
-	waitFor(t, 30*time.Second, "48 jobs in the window", func() bool { return inWindow(e.o)+inWindow(orgB) >= 48 })
-	a, b := inWindow(e.o), inWindow(orgB)
-	if countJobs(e, e.o, jobs.StateQueued) == 0 || countJobs(e, orgB, jobs.StateQueued) == 0 {
+	waitFor(t, 30*time.Second, "48 jobs in the window", func() bool { return inWindow(e.O)+inWindow(orgB) >= 48 })
+	a, b := inWindow(e.O), inWindow(orgB)
+	if countJobs(e, e.O, jobs.StateQueued) == 0 || countJobs(e, orgB, jobs.StateQueued) == 0 {
 		t.Fatalf("a backlog ran out inside the window (A %d, B %d finished): the window says nothing", a, b)
 	}
 	ratio := float64(a) / float64(max(b, 1))
@@ -157,20 +157,20 @@ func TestFairShareWeight(t *testing.T) {
 func TestFairShareNewPromptNotHeldBehindBacklog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	orgB, userB := createOrgUser(t, e.d.Bun, "member")
-	submitMany(t, e, e.v, 500, "org A's backlog #sim:latency=1s")
-	startRuntime(t, e, e.s, 4)
-	waitFor(t, 10*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.o, jobs.StateRunning) == 4 })
+	orgB, userB := createOrgUser(t, e.D.Bun, "member")
+	submitMany(t, e, e.V, 500, "org A's backlog #sim:latency=1s")
+	startRuntime(t, e, e.S, 4)
+	waitFor(t, 10*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
 	submitted := time.Now()
-	s, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: orgB, UserID: userB},
+	s, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: orgB, UserID: userB},
 		Prompt: "org B's new prompt #sim:latency=10ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2500*time.Millisecond, "org B's prompt to start", func() bool { return e.job(s.JobID).StartedAt != nil })
+	waitFor(t, 2500*time.Millisecond, "org B's prompt to start", func() bool { return e.Job(s.JobID).StartedAt != nil })
 	t.Logf("org B's prompt started %v after its submit, behind %d queued jobs of A", time.Since(submitted).Round(time.Millisecond),
-		countJobs(e, e.o, jobs.StateQueued))
-	if countJobs(e, e.o, jobs.StateQueued) < 400 {
+		countJobs(e, e.O, jobs.StateQueued))
+	if countJobs(e, e.O, jobs.StateQueued) < 400 {
 		t.Errorf("org A's backlog had mostly run before B's prompt started")
 	}
 }
@@ -180,26 +180,26 @@ func TestFairShareNewPromptNotHeldBehindBacklog(t *testing.T) {
 func TestOrgPausedHoldsItsJobs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	orgB, userB := createOrgUser(t, e.d.Bun, "member")
-	setShare(t, e, e.o, 1, true)
-	paused := submitMany(t, e, e.v, 6, "paused org #sim:latency=50ms")
+	orgB, userB := createOrgUser(t, e.D.Bun, "member")
+	setShare(t, e, e.O, 1, true)
+	paused := submitMany(t, e, e.V, 6, "paused org #sim:latency=50ms")
 	others := submitMany(t, e, jobs.Viewer{OrgID: orgB, UserID: userB}, 12, "running org #sim:latency=200ms")
-	startRuntime(t, e, e.s, 3)
+	startRuntime(t, e, e.S, 3)
 	for _, s := range others {
-		waitFor(t, 20*time.Second, "the other org's jobs", func() bool { return e.job(s.JobID).State == "succeeded" })
+		waitFor(t, 20*time.Second, "the other org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	waitFor(t, 10*time.Second, "the paused org's jobs to say why they wait", func() bool {
 		return e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'queued' AND waiting_for = ?",
-			e.o, jobs.WaitingOrgPaused) == len(paused)
+			e.O, jobs.WaitingOrgPaused) == len(paused)
 	})
-	if n := e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND started_at IS NOT NULL", e.o); n != 0 {
+	if n := e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND started_at IS NOT NULL", e.O); n != 0 {
 		t.Fatalf("%d jobs of the paused org started", n)
 	}
-	setShare(t, e, e.o, 1, false)
+	setShare(t, e, e.O, 1, false)
 	for _, s := range paused {
-		waitFor(t, 15*time.Second, "the resumed org's jobs", func() bool { return e.job(s.JobID).State == "succeeded" })
+		waitFor(t, 15*time.Second, "the resumed org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
-	if n := e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND attempt <> 1", e.o); n != 0 {
+	if n := e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND attempt <> 1", e.O); n != 0 {
 		t.Errorf("%d jobs of the resumed org took more than one attempt", n)
 	}
 }
@@ -221,17 +221,17 @@ func TestFairShareNoJobRunsTwice(t *testing.T) {
 	capped := func(c *jobs.Config) { c.OrgMaxRunning = 4 }
 	e := newEnv(t, fake, capped, withMeter(t, &meterA))
 	second := e.service(fake, capped, withMeter(t, &meterB))
-	orgB, userB := createOrgUser(t, e.d.Bun, "member")
-	orgC, userC := createOrgUser(t, e.d.Bun, "member")
+	orgB, userB := createOrgUser(t, e.D.Bun, "member")
+	orgC, userC := createOrgUser(t, e.D.Bun, "member")
 	setShare(t, e, orgB, 2, false)
 	setShare(t, e, orgC, 3, false)
-	startRuntime(t, e, e.s, 6)
+	startRuntime(t, e, e.S, 6)
 	startRuntime(t, e, second, 6)
 	var all []jobs.Submitted
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
-	for _, v := range []jobs.Viewer{e.v, {OrgID: orgB, UserID: userB}, {OrgID: orgC, UserID: userC}} {
+	for _, v := range []jobs.Viewer{e.V, {OrgID: orgB, UserID: userB}, {OrgID: orgC, UserID: userC}} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -278,7 +278,7 @@ func TestFairShareBandAgreesWithRiverPriority(t *testing.T) {
 	e := newEnv(t, instantSim())
 	for p := 0; p <= 100; p++ {
 		var band int
-		if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT asterion_band(?::smallint)", p).Scan(&band); err != nil {
+		if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT asterion_band(?::smallint)", p).Scan(&band); err != nil {
 			t.Fatal(err)
 		}
 		if band != jobs.RiverPriority(p) {

@@ -61,7 +61,7 @@ func withGovernor(t *testing.T, rpm int) func(*jobs.Config) {
 // running pool of four workers.
 func twoProcesses(t *testing.T, e *tenv, prov provider.Provider, mods ...func(*jobs.Config)) {
 	other := e.service(prov, mods...)
-	startRuntime(t, e, e.s, 4)
+	startRuntime(t, e, e.S, 4)
 	startRuntime(t, e, other, 4)
 }
 
@@ -80,17 +80,17 @@ func TestGovernorPacesCallsAcrossProcesses(t *testing.T) {
 	twoProcesses(t, e, fake, withGovernor(t, rpm))
 	ids := make([]jobs.Submitted, n)
 	for i := range ids {
-		ids[i] = e.submit("paced")
+		ids[i] = e.Submit("paced")
 	}
 	waitFor(t, 20*time.Second, "a queued job waiting for provider capacity", func() bool {
 		var k int
-		_ = e.d.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
+		_ = e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
 			Where("state = 'queued' AND waiting_for = ?", jobs.WaitingProviderCapacity).Scan(context.Background(), &k)
 		return k > 0
 	})
 	for _, s := range ids {
-		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.job(s.JobID).State == "succeeded" })
-		if j := e.job(s.JobID); j.Attempt != 1 || j.WaitingFor != nil {
+		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		if j := e.Job(s.JobID); j.Attempt != 1 || j.WaitingFor != nil {
 			t.Errorf("job %s: attempt %d, waiting_for %v", s.JobID, j.Attempt, j.WaitingFor)
 		}
 	}
@@ -121,19 +121,19 @@ func TestRateLimitPausesEveryProcess(t *testing.T) {
 	})
 	e := newEnv(t, fake, withGovernor(t, 0))
 	twoProcesses(t, e, fake, withGovernor(t, 0))
-	first := e.submit("limited first")
+	first := e.Submit("limited first")
 	at := <-limitedAt
 	// Once the job row shows the 429, every process knows of it.
 	waitFor(t, 10*time.Second, "the 429 on the job", func() bool {
-		j := e.job(first.JobID)
+		j := e.Job(first.JobID)
 		return j.ErrorKind != nil && *j.ErrorKind == string(provider.KindRateLimit)
 	})
 	more := make([]jobs.Submitted, 5)
 	for i := range more {
-		more[i] = e.submit("after the 429")
+		more[i] = e.Submit("after the 429")
 	}
 	for _, s := range append(more, first) {
-		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.job(s.JobID).State == "succeeded" })
+		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	for _, s := range calls.all()[1:] {
 		if s.Before(at.Add(2*time.Second - 50*time.Millisecond)) {
@@ -154,15 +154,15 @@ func TestGovernorLearnsTheProvidersLimit(t *testing.T) {
 		return r, nil
 	})
 	e := newEnv(t, fake, withGovernor(t, 0))
-	startRuntime(t, e, e.s, 4)
-	first := e.submit("teaches the limit")
-	waitFor(t, 20*time.Second, "the first job", func() bool { return e.job(first.JobID).State == "succeeded" })
+	startRuntime(t, e, e.S, 4)
+	first := e.Submit("teaches the limit")
+	waitFor(t, 20*time.Second, "the first job", func() bool { return e.Job(first.JobID).State == "succeeded" })
 	rest := make([]jobs.Submitted, 30)
 	for i := range rest {
-		rest[i] = e.submit("paced by what was learned")
+		rest[i] = e.Submit("paced by what was learned")
 	}
 	for _, s := range rest {
-		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.job(s.JobID).State == "succeeded" })
+		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	starts := calls.all()[1:]
 	if span := starts[len(starts)-1].Sub(starts[0]); span < 2500*time.Millisecond {

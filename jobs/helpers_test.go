@@ -12,13 +12,11 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
-	"asterion/db/dbtest"
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
-	"asterion/jobs/readmodel"
 )
 
 // discard is the logger of every test service: tests assert on rows, not log lines.
@@ -27,36 +25,20 @@ var discard = jobstest.Discard
 // instantSim is the real sim provider without its random latency.
 func instantSim() provider.Provider { return jobstest.InstantSim() }
 
-// tenv is one test's database, org, users and service.
-type tenv struct {
-	t  testing.TB
-	d  *dbtest.DB
-	s  *jobs.Service
-	r  *readmodel.Reads // the read models over s
-	o  int64            // the org
-	u  int64            // a member of the org
-	v  jobs.Viewer      // the member's view
-	op jobs.Viewer      // an operator's view of the org
-}
+// tenv is one test's database, org, users, service and read models (jobstest.Env), with the
+// helpers the tests of prompt execution add to it.
+type tenv struct{ *jobstest.Env }
 
 // newEnv makes a fresh database with one org and member, and a service over prov.
 func newEnv(t testing.TB, prov provider.Provider, mods ...func(*jobs.Config)) *tenv {
 	t.Helper()
-	d := jobstest.NewDB(t)
-	org, user := createOrgUser(t, d.Bun, "member")
-	opUser := createUser(t, d.Bun, org, "operator")
-	e := &tenv{t: t, d: d, o: org, u: user,
-		v:  jobs.Viewer{OrgID: org, UserID: user},
-		op: jobs.Viewer{OrgID: org, UserID: opUser, OrgWide: true}}
-	e.s = e.service(prov, mods...)
-	e.r = jobstest.NewReads(t, e.s)
-	return e
+	return &tenv{jobstest.NewEnv(t, prov, mods...)}
 }
 
 // service builds another Service over the same database (a second process, say).
 func (e *tenv) service(prov provider.Provider, mods ...func(*jobs.Config)) *jobs.Service {
-	e.t.Helper()
-	return jobstest.NewService(e.t, e.d, prov, mods...)
+	e.T.Helper()
+	return jobstest.NewService(e.T, e.D, prov, mods...)
 }
 
 // createOrgUser inserts an org and one user of role in it.
@@ -74,18 +56,18 @@ type runtimeOpt = func(*jobs.RuntimeConfig)
 
 // newRuntime builds a runtime that is not started yet; the test's cleanup stops it.
 func newRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	return jobstest.NewRuntime(t, e.d.Pool, svc, workers, opts...)
+	return jobstest.NewRuntime(t, e.D.Pool, svc, workers, opts...)
 }
 
 // startRuntime builds and starts a runtime; the test's cleanup stops it.
 func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	return jobstest.StartRuntime(t, e.d.Pool, svc, workers, opts...)
+	return jobstest.StartRuntime(t, e.D.Pool, svc, workers, opts...)
 }
 
 // startHub runs a change-feed hub until the test ends and waits until it listens.
 func startHub(t testing.TB, e *tenv) *feed.Hub {
 	t.Helper()
-	h := feed.NewHub(e.d.Pool, e.d.Bun, discard)
+	h := feed.NewHub(e.D.Pool, e.D.Bun, discard)
 	t.Cleanup(h.Start(context.Background()))
 	select {
 	case <-h.Ready():
@@ -102,65 +84,53 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 
 func intp(n int) *int { return &n }
 
-// submit submits text as the env's member and fails the test on error.
-func (e *tenv) submit(text string, mods ...func(*jobs.SubmitRequest)) jobs.Submitted {
-	e.t.Helper()
-	return jobstest.Submit(e.t, e.s, e.v, text, mods...)
-}
-
-// job reads a job row.
-func (e *tenv) job(id uuid.UUID) db.Job {
-	e.t.Helper()
-	return jobstest.Job(e.t, e.d, id)
-}
-
 // operation reads a registry row.
 func (e *tenv) operation(id uuid.UUID) db.Operation {
-	e.t.Helper()
+	e.T.Helper()
 	var op db.Operation
-	if err := e.d.Bun.NewSelect().Model(&op).Where("id = ?", id).Scan(context.Background()); err != nil {
-		e.t.Fatalf("read operation %s: %v", id, err)
+	if err := e.D.Bun.NewSelect().Model(&op).Where("id = ?", id).Scan(context.Background()); err != nil {
+		e.T.Fatalf("read operation %s: %v", id, err)
 	}
 	return op
 }
 
 // history reads an operation's status history, oldest first.
 func (e *tenv) history(id uuid.UUID) []db.OperationHistory {
-	e.t.Helper()
+	e.T.Helper()
 	var rows []db.OperationHistory
-	if err := e.d.Bun.NewSelect().Model(&rows).Where("operation_id = ?", id).OrderExpr("seq").
+	if err := e.D.Bun.NewSelect().Model(&rows).Where("operation_id = ?", id).OrderExpr("seq").
 		Scan(context.Background()); err != nil {
-		e.t.Fatalf("read history of %s: %v", id, err)
+		e.T.Fatalf("read history of %s: %v", id, err)
 	}
 	return rows
 }
 
 // count runs a SELECT count(*) … query.
 func (e *tenv) count(query string, args ...any) int {
-	e.t.Helper()
+	e.T.Helper()
 	var n int
-	if err := e.d.Bun.QueryRowContext(context.Background(), query, args...).Scan(&n); err != nil {
-		e.t.Fatalf("count %q: %v", query, err)
+	if err := e.D.Bun.QueryRowContext(context.Background(), query, args...).Scan(&n); err != nil {
+		e.T.Fatalf("count %q: %v", query, err)
 	}
 	return n
 }
 
 // riverState reads the state of a River job.
 func (e *tenv) riverState(id int64) string {
-	e.t.Helper()
+	e.T.Helper()
 	var st string
-	if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT state FROM river_job WHERE id = ?", id).Scan(&st); err != nil {
-		e.t.Fatalf("read river job %d: %v", id, err)
+	if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT state FROM river_job WHERE id = ?", id).Scan(&st); err != nil {
+		e.T.Fatalf("read river job %d: %v", id, err)
 	}
 	return st
 }
 
 // waitState waits until the job is in state.
 func (e *tenv) waitState(id uuid.UUID, st jobs.State, timeout time.Duration) db.Job {
-	e.t.Helper()
+	e.T.Helper()
 	var j db.Job
-	waitFor(e.t, timeout, fmt.Sprintf("job %s to be %s", id, st), func() bool {
-		j = e.job(id)
+	waitFor(e.T, timeout, fmt.Sprintf("job %s to be %s", id, st), func() bool {
+		j = e.Job(id)
 		return j.State == string(st)
 	})
 	return j
@@ -169,16 +139,16 @@ func (e *tenv) waitState(id uuid.UUID, st jobs.State, timeout time.Duration) db.
 // jobEvents reads every numbered and unnumbered change-feed event of a job in insertion order,
 // decoded.
 func (e *tenv) jobEvents(id uuid.UUID) []jobs.JobEvent {
-	e.t.Helper()
+	e.T.Helper()
 	var rows []db.Event
-	if err := e.d.Bun.NewSelect().Model(&rows).Where("job_id = ? AND topic = ?", id, feed.TopicJob).OrderExpr("id").
+	if err := e.D.Bun.NewSelect().Model(&rows).Where("job_id = ? AND topic = ?", id, feed.TopicJob).OrderExpr("id").
 		Scan(context.Background()); err != nil {
-		e.t.Fatalf("read events of %s: %v", id, err)
+		e.T.Fatalf("read events of %s: %v", id, err)
 	}
 	out := make([]jobs.JobEvent, len(rows))
 	for i, r := range rows {
 		if err := json.Unmarshal(r.Payload, &out[i]); err != nil {
-			e.t.Fatalf("decode event %d: %v", r.ID, err)
+			e.T.Fatalf("decode event %d: %v", r.ID, err)
 		}
 	}
 	return out
@@ -260,12 +230,12 @@ func (f *fakeProvider) waitCall(t testing.TB, timeout time.Duration) call {
 
 // statusJSON marshals the operation's status document and validates it against the schema.
 func (e *tenv) statusJSON(v jobs.Viewer, id uuid.UUID) map[string]any {
-	e.t.Helper()
-	doc, err := e.s.OperationStatus(context.Background(), v, id)
+	e.T.Helper()
+	doc, err := e.S.OperationStatus(context.Background(), v, id)
 	if err != nil {
-		e.t.Fatalf("status of %s: %v", id, err)
+		e.T.Fatalf("status of %s: %v", id, err)
 	}
-	return validStatusDoc(e.t, doc)
+	return validStatusDoc(e.T, doc)
 }
 
 func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {

@@ -24,10 +24,10 @@ func withOutput(t *testing.T) func(*jobs.Config) {
 }
 
 func (e *tenv) output(j db.Job) []db.OutputChunk {
-	e.t.Helper()
-	cs, err := db.OutputAfter(context.Background(), e.d.Bun, j.ID, j.Attempt, 0, 1000)
+	e.T.Helper()
+	cs, err := db.OutputAfter(context.Background(), e.D.Bun, j.ID, j.Attempt, 0, 1000)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return cs
 }
@@ -45,10 +45,10 @@ func joined(cs []db.OutputChunk) string {
 func TestStreamedJobOutput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), withOutput(t))
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("write #sim:tokens=40 #sim:latency=400ms")
-	waitFor(t, 20*time.Second, "the job to succeed", func() bool { return e.job(sub.JobID).State == "succeeded" })
-	job := e.job(sub.JobID)
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("write #sim:tokens=40 #sim:latency=400ms")
+	waitFor(t, 20*time.Second, "the job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
+	job := e.Job(sub.JobID)
 	cs := e.output(job)
 	if len(cs) < 2 {
 		t.Fatalf("%d chunks for 40 words over 400 ms, want them written as they came", len(cs))
@@ -59,18 +59,18 @@ func TestStreamedJobOutput(t *testing.T) {
 		}
 	}
 	var resp db.Entity
-	if err := e.d.Bun.NewSelect().Model(&resp).Where("id = ?", *job.ResponseID).Scan(context.Background()); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&resp).Where("id = ?", *job.ResponseID).Scan(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if joined(cs) != resp.Body || len(strings.Fields(resp.Body)) != 40 {
 		t.Errorf("chunks make %q, the response is %q", joined(cs), resp.Body)
 	}
 
-	if _, err := e.s.ArchiveOldJobs(context.Background(), time.Now().Add(time.Hour), 100); err != nil {
+	if _, err := e.S.ArchiveOldJobs(context.Background(), time.Now().Add(time.Hour), 100); err != nil {
 		t.Fatal(err)
 	}
 	var archived int
-	if err := e.d.Bun.NewSelect().TableExpr("sa_job_output_archive").ColumnExpr("count(*)").
+	if err := e.D.Bun.NewSelect().TableExpr("sa_job_output_archive").ColumnExpr("count(*)").
 		Where("job_id = ?", job.ID).Scan(context.Background(), &archived); err != nil {
 		t.Fatal(err)
 	}
@@ -85,24 +85,24 @@ func TestStreamedJobOutput(t *testing.T) {
 func TestCancelMidAnswerKeepsThePartialOutput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), withOutput(t))
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("long #sim:tokens=200 #sim:latency=20s")
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("long #sim:tokens=200 #sim:latency=20s")
 	waitFor(t, 20*time.Second, "the first chunks", func() bool {
-		j := e.job(sub.JobID)
+		j := e.Job(sub.JobID)
 		return j.State == "running" && len(e.output(j)) >= 2
 	})
 	start := time.Now()
-	if _, err := e.s.Cancel(context.Background(), e.v, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
+	if _, err := e.S.Cancel(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	job := e.job(sub.JobID)
+	job := e.Job(sub.JobID)
 	if job.State != "cancelled" || job.CancelOutcome == nil || *job.CancelOutcome != jobs.CancelAborted {
 		t.Fatalf("cancelled job: state %s outcome %v", job.State, job.CancelOutcome)
 	}
 	// The worker's execution ends once River's cancellation reaches it, with what it wrote.
 	waitFor(t, 10*time.Second, "the execution to end", func() bool {
 		var n int
-		_ = e.d.Bun.NewSelect().TableExpr("river_job").ColumnExpr("count(*)").Where("state = 'running'").Scan(context.Background(), &n)
+		_ = e.D.Bun.NewSelect().TableExpr("river_job").ColumnExpr("count(*)").Where("state = 'running'").Scan(context.Background(), &n)
 		return n == 0
 	})
 	if took := time.Since(start); took > 5*time.Second {
@@ -125,11 +125,11 @@ func TestCancelMidAnswerKeepsThePartialOutput(t *testing.T) {
 func TestCancelBeforeStartRecordsIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	sub := e.submit("never runs")
-	if _, err := e.s.Cancel(context.Background(), e.v, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
+	sub := e.Submit("never runs")
+	if _, err := e.S.Cancel(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.job(sub.JobID).CancelOutcome; got == nil || *got != jobs.CancelBeforeStart {
+	if got := e.Job(sub.JobID).CancelOutcome; got == nil || *got != jobs.CancelBeforeStart {
 		t.Errorf("cancel of a queued job: outcome %v, want %s", got, jobs.CancelBeforeStart)
 	}
 }

@@ -14,13 +14,13 @@ import (
 func TestModelList(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Models = []string{"small", "large"} })
-	def := e.submit("no model asked")
+	def := e.Submit("no model asked")
 	var opts jobs.ExecutionOptions
-	if err := json.Unmarshal(e.job(def.JobID).ExecutionOptions, &opts); err != nil || opts.Model != "small" {
+	if err := json.Unmarshal(e.Job(def.JobID).ExecutionOptions, &opts); err != nil || opts.Model != "small" {
 		t.Errorf("default model %q (%v), want the first listed", opts.Model, err)
 	}
-	e.submit("asks the second", func(r *jobs.SubmitRequest) { r.Options.Model = "large" })
-	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "asks another",
+	e.Submit("asks the second", func(r *jobs.SubmitRequest) { r.Options.Model = "large" })
+	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "asks another",
 		Options: jobs.ExecutionOptions{Model: "huge"}})
 	var verr *jobs.ValidationError
 	if !errors.As(err, &verr) || verr.Fields["options.model"] == "" {
@@ -31,21 +31,21 @@ func TestModelList(t *testing.T) {
 func TestOrgQueueQuota(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.OrgMaxQueued = 2 })
-	e.submit("one")
-	e.submit("two")
-	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "three"})
+	e.Submit("one")
+	e.Submit("two")
+	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "three"})
 	var qe *jobs.QuotaExceededError
 	if !errors.As(err, &qe) || qe.Active != 2 || qe.Max != 2 || qe.RetryAfter < 1 {
 		t.Fatalf("a third queued job: %v", err)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "member")
-	if _, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser},
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
+	if _, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser},
 		Prompt: "another org is not held"}); err != nil {
 		t.Errorf("another org: %v", err)
 	}
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 	waitFor(t, 20*time.Second, "the org's jobs to finish", func() bool {
-		_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "room again"})
+		_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "room again"})
 		return err == nil
 	})
 }
@@ -59,18 +59,18 @@ func TestSubmitRate(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.SubmitRate = 1; c.Now = clock })
 	for i := 0; i < 10; i++ {
-		e.submit("within the burst")
+		e.Submit("within the burst")
 	}
-	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "one too many"})
+	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "one too many"})
 	var re *jobs.SubmitRateError
 	if !errors.As(err, &re) || re.RetryAfter != 1 {
 		t.Fatalf("the eleventh submit at once: %v", err)
 	}
-	if _, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.op, Prompt: "another user"}); err != nil {
+	if _, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.Op, Prompt: "another user"}); err != nil {
 		t.Errorf("another user of the org: %v", err)
 	}
 	mu.Lock()
 	now = now.Add(time.Second)
 	mu.Unlock()
-	e.submit("a second later")
+	e.Submit("a second later")
 }

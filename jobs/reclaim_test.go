@@ -36,10 +36,10 @@ func (g *gate) fn(ctx context.Context, c call) (provider.Response, error) {
 }
 
 func (e *tenv) riverMeta(id int64) map[string]any {
-	e.t.Helper()
+	e.T.Helper()
 	var raw []byte
-	if err := e.d.Bun.QueryRowContext(context.Background(), "SELECT metadata FROM river_job WHERE id = ?", id).Scan(&raw); err != nil {
-		e.t.Fatalf("river job %d metadata: %v", id, err)
+	if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT metadata FROM river_job WHERE id = ?", id).Scan(&raw); err != nil {
+		e.T.Fatalf("river job %d metadata: %v", id, err)
 	}
 	m := map[string]any{}
 	_ = json.Unmarshal(raw, &m)
@@ -56,20 +56,20 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 	fake := newFake(g.fn)
 	e := newEnv(t, fake, func(c *jobs.Config) { c.StaleAfter = 500 * time.Millisecond })
 	ctx := context.Background()
-	rtA := startRuntime(t, e, e.s, 1)
+	rtA := startRuntime(t, e, e.S, 1)
 	g.releaseFirst(t)
 
-	s := e.submit("the worker will die")
+	s := e.Submit("the worker will die")
 	first := fake.waitCall(t, 10*time.Second)
-	j := e.job(s.JobID)
+	j := e.Job(s.JobID)
 	if j.State != "running" || j.WorkerClaim == nil || !strings.HasPrefix(*j.WorkerClaim, rtA.ID()+"/") || j.RiverJobID == nil {
 		t.Fatalf("claimed job %+v", j)
 	}
 	oldVehicle, oldClaim := *j.RiverJobID, *j.WorkerClaim
 	// Alive: the heartbeat advances, and a reclaim leaves the job alone.
 	hb := *j.RunningHeartbeatAt
-	waitFor(t, 5*time.Second, "heartbeat to advance", func() bool { return e.job(s.JobID).RunningHeartbeatAt.After(hb) })
-	if rep, err := e.s.ReclaimStuck(ctx); err != nil || rep != (jobs.ReclaimReport{}) {
+	waitFor(t, 5*time.Second, "heartbeat to advance", func() bool { return e.Job(s.JobID).RunningHeartbeatAt.After(hb) })
+	if rep, err := e.S.ReclaimStuck(ctx); err != nil || rep != (jobs.ReclaimReport{}) {
 		t.Fatalf("reclaim of a live job: %+v, %v", rep, err)
 	}
 
@@ -83,21 +83,21 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 	}
 	// The heartbeat stops and the row stays running under the dead claim.
 	time.Sleep(200 * time.Millisecond)
-	before := e.job(s.JobID)
+	before := e.Job(s.JobID)
 	time.Sleep(200 * time.Millisecond)
-	after := e.job(s.JobID)
+	after := e.Job(s.JobID)
 	if after.State != "running" || *after.WorkerClaim != oldClaim || !after.RunningHeartbeatAt.Equal(*before.RunningHeartbeatAt) {
 		t.Fatalf("after the worker died: %+v (heartbeat %v → %v)", after, before.RunningHeartbeatAt, after.RunningHeartbeatAt)
 	}
 	// Make the heartbeat stale beyond doubt, as five minutes of silence would.
-	if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_job SET running_heartbeat_at = now() - interval '10 minutes' WHERE id = ?", s.JobID); err != nil {
+	if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET running_heartbeat_at = now() - interval '10 minutes' WHERE id = ?", s.JobID); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.s.ReclaimStuck(ctx)
+	rep, err := e.S.ReclaimStuck(ctx)
 	if err != nil || rep != (jobs.ReclaimReport{Requeued: 1}) {
 		t.Fatalf("reclaim: %+v, %v", rep, err)
 	}
-	j = e.job(s.JobID)
+	j = e.Job(s.JobID)
 	if j.State != "queued" || j.Attempt != 2 || j.ErrorKind == nil || *j.ErrorKind != jobs.KindWorkerCrash || j.WorkerClaim != nil ||
 		j.RiverJobID == nil || *j.RiverJobID == oldVehicle {
 		t.Fatalf("reclaimed job %+v, want queued attempt 2 worker_crash on a new river job", j)
@@ -184,11 +184,11 @@ func TestConcurrentSafetyProof(t *testing.T) {
 	// while its call is in flight.
 	e := newEnv(t, fake, func(c *jobs.Config) { c.HeartbeatInterval = time.Hour; c.StaleAfter = 300 * time.Millisecond })
 	ctx := context.Background()
-	rtA := startRuntime(t, e, e.s, 1)
+	rtA := startRuntime(t, e, e.S, 1)
 	g.releaseFirst(t)
-	s := e.submit("raced")
+	s := e.Submit("raced")
 	first := fake.waitCall(t, 10*time.Second)
-	j := e.job(s.JobID)
+	j := e.Job(s.JobID)
 	oldVehicle := *j.RiverJobID
 	if !strings.HasPrefix(*j.WorkerClaim, rtA.ID()+"/") {
 		t.Fatalf("claim %v", *j.WorkerClaim)
@@ -222,13 +222,13 @@ func TestConcurrentSafetyProof(t *testing.T) {
 	// Now the first call answers, late.
 	g.release()
 	waitFor(t, 20*time.Second, "old river job finalised", func() bool { return e.riverState(oldVehicle) != "running" })
-	final := e.job(s.JobID)
+	final := e.Job(s.JobID)
 	if final.State != "succeeded" || *final.WorkerClaim != *won.WorkerClaim || *final.ResponseID != *won.ResponseID || !final.UpdatedAt.Equal(won.UpdatedAt) {
 		t.Fatalf("the late writer changed the job: %+v → %+v", won, final)
 	}
 	assertOneResponse(t, e, s.PromptID, final)
 	var body string
-	if err := e.d.Bun.QueryRowContext(ctx, "SELECT body FROM sa_entity WHERE id = ?", *final.ResponseID).Scan(&body); err != nil {
+	if err := e.D.Bun.QueryRowContext(ctx, "SELECT body FROM sa_entity WHERE id = ?", *final.ResponseID).Scan(&body); err != nil {
 		t.Fatal(err)
 	}
 	if body != "winning answer" {
@@ -249,23 +249,23 @@ func TestReclaimStuck(t *testing.T) {
 	})
 	e := newEnv(t, fake, func(c *jobs.Config) { c.HeartbeatInterval = time.Hour; c.StaleAfter = time.Minute })
 	ctx := context.Background()
-	startRuntime(t, e, e.s, 2)
-	old := e.submit("started long ago")
-	last := e.submit("out of attempts", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(1) })
+	startRuntime(t, e, e.S, 2)
+	old := e.Submit("started long ago")
+	last := e.Submit("out of attempts", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(1) })
 	c1, c2 := fake.waitCall(t, 10*time.Second), fake.waitCall(t, 10*time.Second)
 	e.waitState(old.JobID, jobs.StateRunning, 5*time.Second)
 	e.waitState(last.JobID, jobs.StateRunning, 5*time.Second)
-	if _, err := e.d.Bun.ExecContext(ctx, `UPDATE sa_job SET running_heartbeat_at = now() - interval '10 minutes',
+	if _, err := e.D.Bun.ExecContext(ctx, `UPDATE sa_job SET running_heartbeat_at = now() - interval '10 minutes',
 		started_at = CASE WHEN id = ? THEN now() - interval '1 hour' ELSE started_at END WHERE id IN (?, ?)`,
 		old.JobID, old.JobID, last.JobID); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.s.ReclaimStuck(ctx)
+	rep, err := e.S.ReclaimStuck(ctx)
 	if err != nil || rep != (jobs.ReclaimReport{Failed: 2}) {
 		t.Fatalf("reclaim %+v, %v", rep, err)
 	}
 	for _, s := range []jobs.Submitted{old, last} {
-		j := e.job(s.JobID)
+		j := e.Job(s.JobID)
 		if j.State != "failed" || j.ErrorKind == nil || *j.ErrorKind != jobs.KindStuck || j.FinishedAt == nil || j.Attempt != 1 {
 			t.Fatalf("stuck job %+v", j)
 		}
@@ -282,9 +282,9 @@ func TestReclaimStuck(t *testing.T) {
 		}
 	}
 	for _, s := range []jobs.Submitted{old, last} {
-		rid := *e.job(s.JobID).RiverJobID
+		rid := *e.Job(s.JobID).RiverJobID
 		waitFor(t, 10*time.Second, "vehicle finalised", func() bool { return e.riverState(rid) == "cancelled" })
-		j := e.job(s.JobID)
+		j := e.Job(s.JobID)
 		if j.State != "failed" || *j.ErrorKind != jobs.KindStuck {
 			t.Fatalf("a late outcome overwrote the stuck job: %+v", j)
 		}
@@ -313,16 +313,16 @@ func TestLateWriterWhileSecondExecutionRuns(t *testing.T) {
 	})
 	e := newEnv(t, fake, func(c *jobs.Config) { c.HeartbeatInterval = time.Hour; c.StaleAfter = 300 * time.Millisecond })
 	ctx := context.Background()
-	startRuntime(t, e, e.s, 1)
+	startRuntime(t, e, e.S, 1)
 	svcB := e.service(fake, func(c *jobs.Config) { c.StaleAfter = time.Minute })
 	rtB := newRuntime(t, e, svcB, 1)
 	t.Cleanup(func() { once1.Do(func() { close(first) }); once2.Do(func() { close(second) }) })
 
-	s := e.submit("two executions at once")
+	s := e.Submit("two executions at once")
 	fake.waitCall(t, 10*time.Second)
-	oldVehicle := *e.job(s.JobID).RiverJobID
+	oldVehicle := *e.Job(s.JobID).RiverJobID
 	waitFor(t, 10*time.Second, "reclaim of the stale job", func() bool {
-		r, err := e.s.ReclaimStuck(ctx)
+		r, err := e.S.ReclaimStuck(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +339,7 @@ func TestLateWriterWhileSecondExecutionRuns(t *testing.T) {
 	// The first answer arrives now, while the second execution is in flight.
 	once1.Do(func() { close(first) })
 	waitFor(t, 20*time.Second, "old river job finalised", func() bool { return e.riverState(oldVehicle) != "running" })
-	j := e.job(s.JobID)
+	j := e.Job(s.JobID)
 	if j.State != "running" || *j.WorkerClaim != *running.WorkerClaim || j.ResponseID != nil {
 		t.Fatalf("the late writer changed the running job: %+v", j)
 	}
@@ -350,7 +350,7 @@ func TestLateWriterWhileSecondExecutionRuns(t *testing.T) {
 	j = e.waitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
 	assertOneResponse(t, e, s.PromptID, j)
 	var body string
-	if err := e.d.Bun.QueryRowContext(ctx, "SELECT body FROM sa_entity WHERE id = ?", *j.ResponseID).Scan(&body); err != nil {
+	if err := e.D.Bun.QueryRowContext(ctx, "SELECT body FROM sa_entity WHERE id = ?", *j.ResponseID).Scan(&body); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(body, "answer 2 ") {
@@ -367,38 +367,38 @@ func TestReclaimMovesJobOffOrphanedVehicle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.StaleAfter = time.Minute })
 	ctx := context.Background()
-	orphan := e.submit("fetched by a worker that died")
-	fresh := e.submit("fetched a moment ago")
+	orphan := e.Submit("fetched by a worker that died")
+	fresh := e.Submit("fetched a moment ago")
 	// What a dead fetch leaves behind, written as River's fetch would have.
 	for _, tc := range []struct {
 		sub jobs.Submitted
 		age string
 	}{{orphan, "10 minutes"}, {fresh, "1 second"}} {
-		if _, err := e.d.Bun.ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1,
+		if _, err := e.D.Bun.ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1,
 			attempted_at = now() - ?::interval, attempted_by = ARRAY['dead-worker'] WHERE id = ?`,
-			tc.age, *e.job(tc.sub.JobID).RiverJobID); err != nil {
+			tc.age, *e.Job(tc.sub.JobID).RiverJobID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	oldVehicle, freshVehicle := *e.job(orphan.JobID).RiverJobID, *e.job(fresh.JobID).RiverJobID
-	rep, err := e.s.ReclaimStuck(ctx)
+	oldVehicle, freshVehicle := *e.Job(orphan.JobID).RiverJobID, *e.Job(fresh.JobID).RiverJobID
+	rep, err := e.S.ReclaimStuck(ctx)
 	if err != nil || rep != (jobs.ReclaimReport{Revehicled: 1}) {
 		t.Fatalf("reclaim %+v, %v", rep, err)
 	}
-	j := e.job(orphan.JobID)
+	j := e.Job(orphan.JobID)
 	if j.State != "queued" || j.Attempt != 1 || *j.RiverJobID == oldVehicle {
 		t.Fatalf("orphaned job after reclaim: state %s attempt %d vehicle %d (was %d)", j.State, j.Attempt, *j.RiverJobID, oldVehicle)
 	}
 	if m := e.riverMeta(oldVehicle); m["cancel_attempted_at"] == nil {
 		t.Errorf("old vehicle not cancelled: metadata %v", m)
 	}
-	if f := e.job(fresh.JobID); *f.RiverJobID != freshVehicle || f.State != "queued" {
+	if f := e.Job(fresh.JobID); *f.RiverJobID != freshVehicle || f.State != "queued" {
 		t.Fatalf("fresh job touched: %+v", f)
 	}
-	if again, err := e.s.ReclaimStuck(ctx); err != nil || again != (jobs.ReclaimReport{}) {
+	if again, err := e.S.ReclaimStuck(ctx); err != nil || again != (jobs.ReclaimReport{}) {
 		t.Fatalf("second reclaim %+v, %v", again, err)
 	}
-	startRuntime(t, e, e.s, 1)
+	startRuntime(t, e, e.S, 1)
 	e.waitState(orphan.JobID, jobs.StateSucceeded, 10*time.Second)
 	if n := e.count("SELECT count(*) FROM sa_ledger WHERE job_id = ?", orphan.JobID); n != 1 {
 		t.Errorf("%d ledger rows for the moved job, want 1", n)

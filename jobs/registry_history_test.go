@@ -12,13 +12,13 @@ import (
 // completedPrompts runs n prompts to completion with a worker pool that is stopped afterwards.
 func completedPrompts(t *testing.T, e *tenv, n int) []jobs.Submitted {
 	t.Helper()
-	rt := newRuntime(t, e, e.s, 4)
+	rt := newRuntime(t, e, e.S, 4)
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	subs := make([]jobs.Submitted, n)
 	for i := range subs {
-		subs[i] = e.submit("history please")
+		subs[i] = e.Submit("history please")
 	}
 	for _, sub := range subs {
 		e.waitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
@@ -42,14 +42,14 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 	subs := completedPrompts(t, e, len(tampers))
 	for i, tc := range tampers {
 		id := subs[i].Operation.OperationID
-		d, err := e.r.GetOperation(ctx, e.op, id)
+		d, err := e.R.GetOperation(ctx, e.Op, id)
 		if err != nil || d.ChainBrokenAt != -1 || len(d.History) != 3 {
 			t.Fatalf("%s: untouched history: %v, broken at %d, %d entries", tc.name, err, d.ChainBrokenAt, len(d.History))
 		}
-		if _, err := e.d.Bun.ExecContext(ctx, tc.sql, id); err != nil {
+		if _, err := e.D.Bun.ExecContext(ctx, tc.sql, id); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		d, err = e.r.GetOperation(ctx, e.op, id)
+		d, err = e.R.GetOperation(ctx, e.Op, id)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -66,10 +66,10 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 	cutSubs := completedPrompts(t, e, len(cuts))
 	for i, tc := range cuts {
 		id := cutSubs[i].Operation.OperationID
-		if _, err := e.d.Bun.ExecContext(ctx, tc.sql, id); err != nil {
+		if _, err := e.D.Bun.ExecContext(ctx, tc.sql, id); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		d, err := e.r.GetOperation(ctx, e.op, id)
+		d, err := e.R.GetOperation(ctx, e.Op, id)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -78,7 +78,7 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 		}
 	}
 	// The others are untouched by a neighbour's tampering.
-	if d, err := e.r.GetOperation(ctx, e.op, subs[0].Operation.OperationID); err != nil || d.ChainBrokenAt != 1 {
+	if d, err := e.R.GetOperation(ctx, e.Op, subs[0].Operation.OperationID); err != nil || d.ChainBrokenAt != 1 {
 		t.Errorf("first operation: %v, broken at %d", err, d.ChainBrokenAt)
 	}
 }
@@ -89,14 +89,14 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	sub := completedPrompts(t, e, 1)[0]
 	id := sub.Operation.OperationID
 	ctx := context.Background()
-	before, err := e.r.GetOperation(ctx, e.v, id)
+	before, err := e.R.GetOperation(ctx, e.V, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A new process: a new Service over the same database.
 	s2 := e.service(instantSim())
 	r2 := jobstest.NewReads(t, s2)
-	after, err := r2.GetOperation(ctx, e.v, id)
+	after, err := r2.GetOperation(ctx, e.V, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,16 +110,16 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	}
 	// The new process keeps writing verified histories: a retry supersedes the job.
 	startRuntime(t, e, s2, 1)
-	re, err := s2.Retry(ctx, e.v, sub.JobID, jobs.Actor{Name: "test"})
+	re, err := s2.Retry(ctx, e.V, sub.JobID, jobs.Actor{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(re.Job.ID, jobs.StateSucceeded, 10*time.Second)
-	d2, err := r2.GetOperation(ctx, e.v, re.Operation.OperationID)
+	d2, err := r2.GetOperation(ctx, e.V, re.Operation.OperationID)
 	if err != nil || d2.ChainBrokenAt != -1 || len(d2.History) != 3 {
 		t.Fatalf("successor's history: %v, broken at %d, %d entries", err, d2.ChainBrokenAt, len(d2.History))
 	}
-	old, err := r2.GetOperation(ctx, e.v, id)
+	old, err := r2.GetOperation(ctx, e.V, id)
 	if err != nil || old.ChainBrokenAt != -1 || len(old.History) != 3 || old.Operation.SuccessorID == nil ||
 		*old.Operation.SuccessorID != re.Operation.OperationID {
 		t.Fatalf("old operation after retry: %v, broken at %d, successor %v", err, old.ChainBrokenAt, old.Operation.SuccessorID)

@@ -22,13 +22,13 @@ func TestRetryWhenTheProviderRepeatsItsRequestID(t *testing.T) {
 	})
 	e := newEnv(t, fake)
 	ctx := context.Background()
-	rt := newRuntime(t, e, e.s, 2)
+	rt := newRuntime(t, e, e.S, 2)
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	first := e.submit("asked twice")
+	first := e.Submit("asked twice")
 	old := e.waitState(first.JobID, jobs.StateSucceeded, 20*time.Second)
-	r, err := e.s.Retry(ctx, e.v, old.ID, jobs.Actor{UserID: &e.u, Name: "member"})
+	r, err := e.S.Retry(ctx, e.V, old.ID, jobs.Actor{UserID: &e.U, Name: "member"})
 	if err != nil {
 		t.Fatal(err)
 	}

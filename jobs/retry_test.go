@@ -33,7 +33,7 @@ func (r *schedRecorder) Name() string { return "sim" }
 
 func (r *schedRecorder) Complete(ctx context.Context, req provider.Request) (provider.Response, error) {
 	var at time.Time
-	if err := r.e.d.Bun.QueryRowContext(ctx, "SELECT scheduled_at FROM sa_job WHERE id = ?", req.JobID).Scan(&at); err != nil {
+	if err := r.e.D.Bun.QueryRowContext(ctx, "SELECT scheduled_at FROM sa_job WHERE id = ?", req.JobID).Scan(&at); err != nil {
 		return provider.Response{}, fmt.Errorf("read scheduled_at: %w", err)
 	}
 	r.mu.Lock()
@@ -64,7 +64,7 @@ func retryEnv(t *testing.T, rnd float64) (*tenv, *schedRecorder) {
 	rec := newSchedRecorder()
 	e := newEnv(t, rec, func(c *jobs.Config) { c.Rand = constRand(rnd) })
 	rec.e = e
-	startRuntime(t, e, e.s, 4)
+	startRuntime(t, e, e.S, 4)
 	return e, rec
 }
 
@@ -102,7 +102,7 @@ func TestRetryProof(t *testing.T) {
 		t.Run(fmt.Sprintf("jitter=%v", rnd), func(t *testing.T) {
 			t.Parallel()
 			e, rec := retryEnv(t, rnd)
-			s := e.submit("flaky #sim:fail=provider_5xx:2")
+			s := e.Submit("flaky #sim:fail=provider_5xx:2")
 			j := e.waitState(s.JobID, jobs.StateSucceeded, 30*time.Second)
 			if j.Attempt != 3 || j.ErrorKind != nil || j.ResponseID == nil {
 				t.Fatalf("final job %+v, want succeeded on attempt 3 with errors cleared", j)
@@ -152,8 +152,8 @@ func TestRetryProof(t *testing.T) {
 func TestRetryRateLimit(t *testing.T) {
 	t.Parallel()
 	e, rec := retryEnv(t, 0.999)
-	with := e.submit("slow down #sim:fail=rate_limit:1 #sim:retry_after=7")
-	without := e.submit("slow down #sim:fail=rate_limit:1")
+	with := e.Submit("slow down #sim:fail=rate_limit:1 #sim:retry_after=7")
+	without := e.Submit("slow down #sim:fail=rate_limit:1")
 	for _, c := range []struct {
 		s    jobs.Submitted
 		want func(time.Duration) bool
@@ -188,9 +188,9 @@ func TestRetryNonRetryableAndExhausted(t *testing.T) {
 	kinds := []string{"provider_4xx", "auth", "parse"}
 	subs := map[string]jobs.Submitted{}
 	for _, k := range kinds {
-		subs[k] = e.submit("doomed #sim:fail=" + k)
+		subs[k] = e.Submit("doomed #sim:fail=" + k)
 	}
-	timeout := e.submit("never answers in time #sim:fail=timeout", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(2) })
+	timeout := e.Submit("never answers in time #sim:fail=timeout", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(2) })
 	for _, k := range kinds {
 		s := subs[k]
 		j := e.waitState(s.JobID, jobs.StateFailed, 30*time.Second)
@@ -226,7 +226,7 @@ func TestRetryNonRetryableAndExhausted(t *testing.T) {
 	}
 	// River never runs a finished job again: every vehicle ends finalised.
 	for _, s := range append([]jobs.Submitted{timeout}, subs["auth"], subs["parse"], subs["provider_4xx"]) {
-		rid := *e.job(s.JobID).RiverJobID
+		rid := *e.Job(s.JobID).RiverJobID
 		waitFor(t, 10*time.Second, "river job finalised", func() bool {
 			st := e.riverState(rid)
 			return st == "cancelled" || st == "completed" || st == "discarded"

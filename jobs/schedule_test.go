@@ -21,21 +21,21 @@ func TestScheduledPrompt(t *testing.T) {
 		return okResponse(c), nil
 	})
 	e := newEnv(t, fake)
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 	at := time.Now().Add(3 * time.Second)
-	sub := e.submit("later", func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
-	cancelled := e.submit("later, but not at all", func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
-	j := e.job(sub.JobID)
+	sub := e.Submit("later", func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
+	cancelled := e.Submit("later, but not at all", func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
+	j := e.Job(sub.JobID)
 	if j.ScheduledFor == nil || j.ScheduledFor.Sub(at).Abs() > time.Millisecond || j.ScheduledAt.Sub(at).Abs() > time.Millisecond {
 		t.Fatalf("scheduled job: scheduled_for %v, scheduled_at %v, want %v", j.ScheduledFor, j.ScheduledAt, at)
 	}
 	if got, want := sub.Operation.ExpiresAt.Sub(sub.Operation.AcceptedAt), 3*time.Second; got < want {
 		t.Errorf("the operation expires %v after acceptance, want its TTL counted from the scheduled time", got)
 	}
-	if _, err := e.s.Cancel(context.Background(), e.v, cancelled.JobID, jobs.Actor{Name: "test"}); err != nil {
+	if _, err := e.S.Cancel(context.Background(), e.V, cancelled.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the scheduled job to succeed", func() bool { return e.job(sub.JobID).State == "succeeded" })
+	waitFor(t, 20*time.Second, "the scheduled job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
 	calls := starts.all()
 	if len(calls) != 1 {
 		t.Fatalf("%d provider calls, want one (the cancelled job makes none)", len(calls))
@@ -43,7 +43,7 @@ func TestScheduledPrompt(t *testing.T) {
 	if calls[0].Before(at) || calls[0].After(at.Add(time.Second)) {
 		t.Errorf("the scheduled call started %v after its time, want within a second of it", calls[0].Sub(at))
 	}
-	if c := e.job(cancelled.JobID); c.State != "cancelled" || c.CancelOutcome == nil || *c.CancelOutcome != jobs.CancelBeforeStart {
+	if c := e.Job(cancelled.JobID); c.State != "cancelled" || c.CancelOutcome == nil || *c.CancelOutcome != jobs.CancelBeforeStart {
 		t.Errorf("the cancelled scheduled job: %s %v", c.State, c.CancelOutcome)
 	}
 }
@@ -55,15 +55,15 @@ func TestScheduleLimits(t *testing.T) {
 		"more than 30 days ahead":        time.Now().Add(31 * 24 * time.Hour),
 		"more than a minute in the past": time.Now().Add(-2 * time.Minute),
 	} {
-		_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: name, ScheduledFor: &at})
+		_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: name, ScheduledFor: &at})
 		var verr *jobs.ValidationError
 		if !errors.As(err, &verr) || verr.Fields["scheduled_for"] == "" {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	past := time.Now().Add(-10 * time.Second)
-	sub := e.submit("a moment ago runs now", func(r *jobs.SubmitRequest) { r.ScheduledFor = &past })
-	if j := e.job(sub.JobID); j.ScheduledFor != nil || j.ScheduledAt.Before(time.Now().Add(-5*time.Second)) {
+	sub := e.Submit("a moment ago runs now", func(r *jobs.SubmitRequest) { r.ScheduledFor = &past })
+	if j := e.Job(sub.JobID); j.ScheduledFor != nil || j.ScheduledAt.Before(time.Now().Add(-5*time.Second)) {
 		t.Errorf("a time just past: scheduled_for %v, scheduled_at %v", j.ScheduledFor, j.ScheduledAt)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // rowCounts counts every table a submission writes.
 func (e *tenv) rowCounts() map[string]int {
-	e.t.Helper()
+	e.T.Helper()
 	out := map[string]int{}
 	for _, tbl := range []string{"sa_entity", "sa_job", "sa_operation", "sa_operation_history", "river_job", "sa_event", "sa_idempotency", "sa_audit"} {
 		out[tbl] = e.count("SELECT count(*) FROM " + tbl)
@@ -31,8 +31,8 @@ func TestSubmitIdempotency(t *testing.T) {
 		return func(r *jobs.SubmitRequest) { r.IdempotencyKey = key }
 	}
 
-	first := e.submit("same body", withKey("key-1"))
-	again := e.submit("same body", withKey("key-1"))
+	first := e.Submit("same body", withKey("key-1"))
+	again := e.Submit("same body", withKey("key-1"))
 	if first.Replayed || !again.Replayed {
 		t.Fatalf("replayed flags %v, %v", first.Replayed, again.Replayed)
 	}
@@ -45,7 +45,7 @@ func TestSubmitIdempotency(t *testing.T) {
 		t.Fatalf("replayed handle %+v differs from %+v", again.Operation, first.Operation)
 	}
 	// Surrounding white space is not part of the body.
-	if trimmed := e.submit("  same body\n", withKey("key-1")); trimmed.JobID != first.JobID {
+	if trimmed := e.Submit("  same body\n", withKey("key-1")); trimmed.JobID != first.JobID {
 		t.Fatalf("the same body with padding got a new job")
 	}
 	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'prompt'"); n != 1 {
@@ -60,9 +60,9 @@ func TestSubmitIdempotency(t *testing.T) {
 		func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(5) },
 		func(r *jobs.SubmitRequest) { r.Options.Model = "other-model" },
 	} {
-		req := jobs.SubmitRequest{Viewer: e.v, Prompt: "same body", IdempotencyKey: "key-1"}
+		req := jobs.SubmitRequest{Viewer: e.V, Prompt: "same body", IdempotencyKey: "key-1"}
 		mod(&req)
-		if _, err := e.s.Submit(ctx, req); !errors.Is(err, jobs.ErrIdempotencyConflict) {
+		if _, err := e.S.Submit(ctx, req); !errors.Is(err, jobs.ErrIdempotencyConflict) {
 			t.Fatalf("reused key with %+v: %v, want ErrIdempotencyConflict", req, err)
 		}
 	}
@@ -70,8 +70,8 @@ func TestSubmitIdempotency(t *testing.T) {
 		t.Fatalf("a conflicting key wrote rows: %v → %v", before, after)
 	}
 	// The key is per user: another user's identical key is a new submission.
-	other := createUser(t, e.d.Bun, e.o, "member")
-	o, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: e.o, UserID: other}, Prompt: "same body", IdempotencyKey: "key-1"})
+	other := createUser(t, e.D.Bun, e.O, "member")
+	o, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: e.O, UserID: other}, Prompt: "same body", IdempotencyKey: "key-1"})
 	if err != nil || o.Replayed || o.JobID == first.JobID {
 		t.Fatalf("another user's key: %+v, %v", o, err)
 	}
@@ -85,7 +85,7 @@ func TestSubmitIdempotency(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			got[i], errs[i] = e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.v, Prompt: "concurrent body", IdempotencyKey: "key-2",
+			got[i], errs[i] = e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "concurrent body", IdempotencyKey: "key-2",
 				Priority: intp(30)})
 		}(i)
 	}
@@ -115,7 +115,7 @@ func TestSubmitIdempotency(t *testing.T) {
 		t.Fatalf("%d river jobs for %d jobs", n, e.count("SELECT count(*) FROM sa_job"))
 	}
 	// Without a key, the same body twice is two submissions.
-	a, b := e.submit("no key"), e.submit("no key")
+	a, b := e.Submit("no key"), e.Submit("no key")
 	if a.JobID == b.JobID || a.PromptID == b.PromptID || a.Operation.OperationID == b.Operation.OperationID {
 		t.Fatal("two submissions without a key share ids")
 	}
@@ -125,8 +125,8 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	parent := e.submit("a parent")
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "member")
+	parent := e.Submit("a parent")
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
 	otherEnvSvc := e.service(instantSim())
 	foreign, err := otherEnvSvc.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser}, Prompt: "their prompt"})
 	if err != nil {
@@ -156,9 +156,9 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := e.rowCounts()
-		req := jobs.SubmitRequest{Viewer: e.v, Prompt: "valid"}
+		req := jobs.SubmitRequest{Viewer: e.V, Prompt: "valid"}
 		c.mod(&req)
-		_, err := e.s.Submit(ctx, req)
+		_, err := e.S.Submit(ctx, req)
 		var ve *jobs.ValidationError
 		if !errors.As(err, &ve) || !errors.Is(err, jobs.ErrInvalid) {
 			t.Errorf("%s: %v, want a ValidationError", c.name, err)
@@ -172,13 +172,13 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 		}
 	}
 	// Several broken fields are all named.
-	_, err = e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.v, Prompt: "", Priority: intp(200), MaxAttempts: intp(0)})
+	_, err = e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "", Priority: intp(200), MaxAttempts: intp(0)})
 	var ve *jobs.ValidationError
 	if !errors.As(err, &ve) || len(ve.Fields) != 3 {
 		t.Fatalf("three broken fields: %v", err)
 	}
 	// A key used by a rejected request is still free for a valid one.
-	s, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.v, Prompt: "now valid", IdempotencyKey: "k-parent"})
+	s, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "now valid", IdempotencyKey: "k-parent"})
 	if err != nil || s.Replayed {
 		t.Fatalf("key after a rejected request: %+v, %v", s, err)
 	}
@@ -189,19 +189,19 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 		func(r *jobs.SubmitRequest) { r.Priority = intp(100); r.MaxAttempts = intp(10) },
 		func(r *jobs.SubmitRequest) { r.ParentID = &parent.PromptID },
 	} {
-		req := jobs.SubmitRequest{Viewer: e.v, Prompt: "edge"}
+		req := jobs.SubmitRequest{Viewer: e.V, Prompt: "edge"}
 		mod(&req)
-		if _, err := e.s.Submit(ctx, req); err != nil {
+		if _, err := e.S.Submit(ctx, req); err != nil {
 			t.Errorf("valid edge request %+v rejected: %v", req.Priority, err)
 		}
 	}
 	// An operator may continue a member's prompt of the same org.
-	if _, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.op, Prompt: "follow-up", ParentID: &parent.PromptID}); err != nil {
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.Op, Prompt: "follow-up", ParentID: &parent.PromptID}); err != nil {
 		t.Errorf("operator continuing a member's prompt: %v", err)
 	}
 	// Another member of the same org may not.
-	peer := createUser(t, e.d.Bun, e.o, "member")
-	if _, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: e.o, UserID: peer}, Prompt: "x", ParentID: &parent.PromptID}); err == nil {
+	peer := createUser(t, e.D.Bun, e.O, "member")
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: e.O, UserID: peer}, Prompt: "x", ParentID: &parent.PromptID}); err == nil {
 		t.Errorf("a member continued another member's prompt")
 	}
 }
@@ -214,16 +214,16 @@ func TestCommitHookRunsAfterCommitsOnly(t *testing.T) {
 	e := newEnv(t, instantSim())
 	var n int
 	var mu sync.Mutex
-	e.s.NotifyCommits(func() { mu.Lock(); n++; mu.Unlock() })
+	e.S.NotifyCommits(func() { mu.Lock(); n++; mu.Unlock() })
 	count := func() int { mu.Lock(); defer mu.Unlock(); return n }
-	e.submit("first", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k1" })
+	e.Submit("first", func(r *jobs.SubmitRequest) { r.IdempotencyKey = "k1" })
 	if got := count(); got != 1 {
 		t.Fatalf("hook ran %d times after one committed submit, want 1", got)
 	}
-	if _, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "  "}); err == nil {
+	if _, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "  "}); err == nil {
 		t.Fatal("a blank prompt was accepted")
 	}
-	_, err := e.s.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.v, Prompt: "other text", IdempotencyKey: "k1"})
+	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "other text", IdempotencyKey: "k1"})
 	if !errors.Is(err, jobs.ErrIdempotencyConflict) {
 		t.Fatalf("reused key with another body: %v, want ErrIdempotencyConflict", err)
 	}

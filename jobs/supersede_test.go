@@ -31,13 +31,13 @@ func TestRetryBySupersede(t *testing.T) {
 	})
 	e := newEnv(t, fake)
 	ctx := context.Background()
-	actor := jobs.Actor{UserID: &e.u, Name: "member"}
-	rt := newRuntime(t, e, e.s, 2)
+	actor := jobs.Actor{UserID: &e.U, Name: "member"}
+	rt := newRuntime(t, e, e.S, 2)
 
-	failing := e.submit("fails once", func(r *jobs.SubmitRequest) { r.Priority = intp(20); r.MaxAttempts = intp(4) })
-	blocking := e.submit("block forever")
+	failing := e.Submit("fails once", func(r *jobs.SubmitRequest) { r.Priority = intp(20); r.MaxAttempts = intp(4) })
+	blocking := e.Submit("block forever")
 	// Queued: no retry.
-	if _, err := e.s.Retry(ctx, e.v, blocking.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
+	if _, err := e.S.Retry(ctx, e.V, blocking.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("retry of a queued job: %v, want ErrConflict", err)
 	}
 	if err := rt.Start(ctx); err != nil {
@@ -46,17 +46,17 @@ func TestRetryBySupersede(t *testing.T) {
 	old := e.waitState(failing.JobID, jobs.StateFailed, 20*time.Second)
 	e.waitState(blocking.JobID, jobs.StateRunning, 20*time.Second)
 	// Running: no retry.
-	if _, err := e.s.Retry(ctx, e.v, blocking.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
+	if _, err := e.S.Retry(ctx, e.V, blocking.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("retry of a running job: %v, want ErrConflict", err)
 	}
 	// Another org cannot see it.
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "admin")
-	if _, err := e.s.Retry(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, old.ID, actor); !errors.Is(err, jobs.ErrNotFound) {
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "admin")
+	if _, err := e.S.Retry(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, old.ID, actor); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("retry from another org: %v, want ErrNotFound", err)
 	}
 	oldHistory := len(e.history(*old.OperationID))
 
-	r, err := e.s.Retry(ctx, e.v, old.ID, actor)
+	r, err := e.S.Retry(ctx, e.V, old.ID, actor)
 	if err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
@@ -69,7 +69,7 @@ func TestRetryBySupersede(t *testing.T) {
 	if err := r.Operation.Validate(); err != nil || r.Operation.Subject["job_id"] != nj.ID.String() {
 		t.Fatalf("new handle %+v: %v", r.Operation, err)
 	}
-	if got := e.job(old.ID); got.State != "superseded" || got.ErrorKind == nil || *got.ErrorKind != "provider_4xx" {
+	if got := e.Job(old.ID); got.State != "superseded" || got.ErrorKind == nil || *got.ErrorKind != "provider_4xx" {
 		t.Fatalf("old job after retry %+v", got)
 	}
 	oldOp := e.operation(*old.OperationID)
@@ -97,10 +97,10 @@ func TestRetryBySupersede(t *testing.T) {
 		t.Fatal("retried job without a response")
 	}
 	// A superseded job cannot be retried again; the new terminal one can.
-	if _, err := e.s.Retry(ctx, e.v, old.ID, actor); !errors.Is(err, jobs.ErrConflict) {
+	if _, err := e.S.Retry(ctx, e.V, old.ID, actor); !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("retry of a superseded job: %v, want ErrConflict", err)
 	}
-	detail, err := e.r.GetJob(ctx, e.v, nj.ID)
+	detail, err := e.R.GetJob(ctx, e.V, nj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +108,11 @@ func TestRetryBySupersede(t *testing.T) {
 		detail.History[1].Supersedes == nil || *detail.History[1].Supersedes != old.ID || detail.Job.ID != nj.ID {
 		t.Fatalf("history %+v, want old then new", detail.History)
 	}
-	if d2, err := e.r.GetJob(ctx, e.v, old.ID); err != nil || len(d2.History) != 2 || d2.History[0].ID != old.ID {
+	if d2, err := e.R.GetJob(ctx, e.V, old.ID); err != nil || len(d2.History) != 2 || d2.History[0].ID != old.ID {
 		t.Fatalf("history from the old job: %+v, %v", d2.History, err)
 	}
 	// The mission field shows the prompt with its newest job.
-	_, items, err := e.r.MissionRecent(ctx, e.v, nil, 100)
+	_, items, err := e.R.MissionRecent(ctx, e.V, nil, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,26 +130,26 @@ func TestRetryBySupersede(t *testing.T) {
 	}
 
 	// A cancelled job can be retried too.
-	if _, err := e.s.Cancel(ctx, e.v, blocking.JobID, actor); err != nil {
+	if _, err := e.S.Cancel(ctx, e.V, blocking.JobID, actor); err != nil {
 		t.Fatal(err)
 	}
-	r2, err := e.s.Retry(ctx, e.v, blocking.JobID, actor)
+	r2, err := e.S.Retry(ctx, e.V, blocking.JobID, actor)
 	if err != nil {
 		t.Fatalf("retry of a cancelled job: %v", err)
 	}
-	if got := e.job(blocking.JobID); got.State != "superseded" {
+	if got := e.Job(blocking.JobID); got.State != "superseded" {
 		t.Fatalf("cancelled job after retry: %s", got.State)
 	}
-	if op := e.operation(*e.job(blocking.JobID).OperationID); op.Status != "cancelled" || op.SuccessorID == nil || *op.SuccessorID != r2.Operation.OperationID {
+	if op := e.operation(*e.Job(blocking.JobID).OperationID); op.Status != "cancelled" || op.SuccessorID == nil || *op.SuccessorID != r2.Operation.OperationID {
 		t.Fatalf("cancelled job's operation %s successor %v", op.Status, op.SuccessorID)
 	}
 	// Two concurrent retries of one job: exactly one wins.
-	if _, err := e.s.Cancel(ctx, e.v, r2.Job.ID, actor); err != nil {
+	if _, err := e.S.Cancel(ctx, e.V, r2.Job.ID, actor); err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
-		go func() { _, err := e.s.Retry(ctx, e.v, r2.Job.ID, actor); errs <- err }()
+		go func() { _, err := e.S.Retry(ctx, e.V, r2.Job.ID, actor); errs <- err }()
 	}
 	e1, e2 := <-errs, <-errs
 	if (e1 == nil) == (e2 == nil) || !(errors.Is(e1, jobs.ErrConflict) || errors.Is(e2, jobs.ErrConflict)) {

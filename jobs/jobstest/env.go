@@ -106,3 +106,43 @@ func DumpQueue(t testing.TB, d *dbtest.DB) {
 		t.Logf("%s %s: %d", a, b, n)
 	}
 }
+
+// Env is one test's database, an org with a member and an operator, a service over the
+// database and the read models over that service.
+type Env struct {
+	T  testing.TB
+	D  *dbtest.DB
+	S  *jobs.Service
+	R  *readmodel.Reads
+	O  int64       // the org
+	U  int64       // a member of the org
+	V  jobs.Viewer // the member's view
+	Op jobs.Viewer // an operator's view of the org
+}
+
+// NewEnv makes a fresh database with one org, a member and an operator, a service over prov
+// (NewService's defaults, changed by mods) and the read models over it.
+func NewEnv(t testing.TB, prov provider.Provider, mods ...func(*jobs.Config)) *Env {
+	t.Helper()
+	d := NewDB(t)
+	org, user := CreateOrgUser(t, d.Bun, "member")
+	opUser := CreateUser(t, d.Bun, org, "operator")
+	e := &Env{T: t, D: d, O: org, U: user,
+		V:  jobs.Viewer{OrgID: org, UserID: user},
+		Op: jobs.Viewer{OrgID: org, UserID: opUser, OrgWide: true}}
+	e.S = NewService(t, d, prov, mods...)
+	e.R = NewReads(t, e.S)
+	return e
+}
+
+// Submit submits text as the env's member and fails the test on error.
+func (e *Env) Submit(text string, mods ...func(*jobs.SubmitRequest)) jobs.Submitted {
+	e.T.Helper()
+	return Submit(e.T, e.S, e.V, text, mods...)
+}
+
+// Job reads a job row.
+func (e *Env) Job(id uuid.UUID) db.Job {
+	e.T.Helper()
+	return Job(e.T, e.D, id)
+}

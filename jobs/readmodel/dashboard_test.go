@@ -16,53 +16,53 @@ func TestDashboardRowsNamesAndCountsAreScoped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	a := e.submit("mine")
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
+	a := e.Submit("mine")
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}
-	b, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "theirs"})
+	b, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "theirs"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := e.r.OperationRows(ctx, e.op, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
+	ops, err := e.R.OperationRows(ctx, e.Op, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
 	if err != nil || len(ops) != 1 || ops[a.Operation.OperationID].ID != a.Operation.OperationID {
 		t.Fatalf("operator's OperationRows = %v, %v; want only its org's", ops, err)
 	}
-	all, err := e.r.OperationRows(ctx, jobs.Viewer{AllOrgs: true}, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
+	all, err := e.R.OperationRows(ctx, jobs.Viewer{AllOrgs: true}, []uuid.UUID{a.Operation.OperationID, b.Operation.OperationID})
 	if err != nil || len(all) != 2 {
 		t.Fatalf("admin's OperationRows = %d, %v", len(all), err)
 	}
-	js, err := e.r.JobRows(ctx, e.op, []uuid.UUID{a.JobID, b.JobID})
+	js, err := e.R.JobRows(ctx, e.Op, []uuid.UUID{a.JobID, b.JobID})
 	if err != nil || len(js) != 1 {
 		t.Fatalf("operator's JobRows = %d, %v", len(js), err)
 	}
-	orgs, users, err := e.r.DisplayNames(ctx, []int64{e.o, otherOrg, 999999}, []int64{e.u})
-	if err != nil || orgs[e.o] == "" || orgs[otherOrg] == "" || users[e.u] == "" || len(orgs) != 2 {
+	orgs, users, err := e.R.DisplayNames(ctx, []int64{e.O, otherOrg, 999999}, []int64{e.U})
+	if err != nil || orgs[e.O] == "" || orgs[otherOrg] == "" || users[e.U] == "" || len(orgs) != 2 {
 		t.Fatalf("DisplayNames = %v %v %v", orgs, users, err)
 	}
-	counts, err := e.r.JobCounts(ctx, e.op, 0)
+	counts, err := e.R.JobCounts(ctx, e.Op, 0)
 	if err != nil || counts["queued"] != 1 || counts["succeeded"] != 0 {
 		t.Fatalf("operator JobCounts = %v, %v", counts, err)
 	}
-	counts, err = e.r.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, 0)
+	counts, err = e.R.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, 0)
 	if err != nil || counts["queued"] != 2 {
 		t.Fatalf("admin JobCounts = %v, %v", counts, err)
 	}
-	counts, err = e.r.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
+	counts, err = e.R.JobCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
 	if err != nil || counts["queued"] != 1 {
 		t.Fatalf("admin JobCounts of one org = %v, %v", counts, err)
 	}
-	oc, err := e.r.OrgOperationCounts(ctx, e.op, otherOrg)
+	oc, err := e.R.OrgOperationCounts(ctx, e.Op, otherOrg)
 	if err != nil || oc["pending"] != 0 {
 		t.Fatalf("operator asking another org's operation counts = %v, %v", oc, err)
 	}
-	oc, err = e.r.OrgOperationCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
+	oc, err = e.R.OrgOperationCounts(ctx, jobs.Viewer{AllOrgs: true}, otherOrg)
 	if err != nil || oc["pending"] != 1 {
 		t.Fatalf("admin operation counts of one org = %v, %v", oc, err)
 	}
-	if k := e.r.OperationKinds(); !contains(k, jobs.KindPromptExecute) {
+	if k := e.R.OperationKinds(); !contains(k, jobs.KindPromptExecute) {
 		t.Fatalf("OperationKinds = %v", k)
 	}
-	dir, err := e.r.OrgDirectory(ctx)
+	dir, err := e.R.OrgDirectory(ctx)
 	if err != nil || len(dir) < 2 {
 		t.Fatalf("OrgDirectory = %v, %v", dir, err)
 	}
@@ -81,41 +81,41 @@ func TestDashboardFindJobAndBulkSelect(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	subs := []jobs.Submitted{e.submit("one"), e.submit("two"), e.submit("three")}
-	j, err := e.r.FindJob(ctx, e.op, subs[1].PromptID)
+	subs := []jobs.Submitted{e.Submit("one"), e.Submit("two"), e.Submit("three")}
+	j, err := e.R.FindJob(ctx, e.Op, subs[1].PromptID)
 	if err != nil || j.ID != subs[1].JobID {
 		t.Fatalf("FindJob(prompt) = %v, %v", j.ID, err)
 	}
-	j, err = e.r.FindJob(ctx, e.op, subs[2].JobID)
+	j, err = e.R.FindJob(ctx, e.Op, subs[2].JobID)
 	if err != nil || j.ID != subs[2].JobID {
 		t.Fatalf("FindJob(job) = %v, %v", j.ID, err)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}
-	if _, err := e.r.FindJob(ctx, other, subs[0].JobID); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := e.R.FindJob(ctx, other, subs[0].JobID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("FindJob from another org = %v, want ErrNotFound", err)
 	}
-	if _, err := e.s.Cancel(ctx, e.op, subs[0].JobID, jobs.Actor{Name: "t"}); err != nil {
+	if _, err := e.S.Cancel(ctx, e.Op, subs[0].JobID, jobs.Actor{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	queued, err := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued, jobs.StateRunning}, 10)
+	queued, err := e.R.BulkSelect(ctx, e.Op, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued, jobs.StateRunning}, 10)
 	if err != nil || len(queued) != 2 || queued[0] != subs[2].JobID {
 		t.Fatalf("BulkSelect(queued) = %v, %v; want the two queued jobs, newest first", queued, err)
 	}
-	capped, err := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued}, 1)
+	capped, err := e.R.BulkSelect(ctx, e.Op, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued}, 1)
 	if err != nil || len(capped) != 1 {
 		t.Fatalf("BulkSelect capped = %v, %v", capped, err)
 	}
-	none, err := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{State: jobs.StateQueued}, []jobs.State{jobs.StateCancelled}, 10)
+	none, err := e.R.BulkSelect(ctx, e.Op, readmodel.JobFilter{State: jobs.StateQueued}, []jobs.State{jobs.StateCancelled}, 10)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("BulkSelect with a state filter outside the action's states = %v, %v", none, err)
 	}
-	theirs, err := e.r.BulkSelect(ctx, other, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued}, 10)
+	theirs, err := e.R.BulkSelect(ctx, other, readmodel.JobFilter{}, []jobs.State{jobs.StateQueued}, 10)
 	if err != nil || len(theirs) != 0 {
 		t.Fatalf("another org's BulkSelect = %v, %v", theirs, err)
 	}
 	future := time.Now().Add(time.Hour)
-	if ids, _ := e.r.BulkSelect(ctx, e.op, readmodel.JobFilter{Since: &future}, []jobs.State{jobs.StateQueued}, 10); len(ids) != 0 {
+	if ids, _ := e.R.BulkSelect(ctx, e.Op, readmodel.JobFilter{Since: &future}, []jobs.State{jobs.StateQueued}, 10); len(ids) != 0 {
 		t.Fatalf("BulkSelect since the future = %v", ids)
 	}
 }
@@ -124,23 +124,23 @@ func TestDashboardQueueBacklog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	a, b, c := e.submit("a"), e.submit("b"), e.submit("c")
-	if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_job SET scheduled_at = now() - interval '5 minutes' WHERE id = ?", a.JobID); err != nil {
+	a, b, c := e.Submit("a"), e.Submit("b"), e.Submit("c")
+	if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET scheduled_at = now() - interval '5 minutes' WHERE id = ?", a.JobID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_job SET scheduled_at = now() + interval '5 minutes' WHERE id = ?", c.JobID); err != nil {
+	if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET scheduled_at = now() + interval '5 minutes' WHERE id = ?", c.JobID); err != nil {
 		t.Fatal(err)
 	}
 	_ = b
-	bl, err := e.r.QueueBacklog(ctx, e.op, time.Minute)
+	bl, err := e.R.QueueBacklog(ctx, e.Op, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bl.Due != 2 || bl.PastDue != 1 || bl.OldestDue == nil || time.Since(*bl.OldestDue) < 4*time.Minute {
 		t.Fatalf("backlog = %+v, want 2 due, 1 past due since 5 min", bl)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
-	bl, err = e.r.QueueBacklog(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Minute)
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	bl, err = e.R.QueueBacklog(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Minute)
 	if err != nil || bl.Due != 0 || bl.PastDue != 0 || bl.OldestDue != nil {
 		t.Fatalf("another org's backlog = %+v, %v", bl, err)
 	}
@@ -150,11 +150,11 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	l, err := e.r.WorkerLiveness(ctx)
+	l, err := e.R.WorkerLiveness(ctx)
 	if err != nil || l.Alive || l.LastSeen != nil {
 		t.Fatalf("liveness without any worker = %+v, %v", l, err)
 	}
-	pts, err := e.r.QueueSeries(ctx, e.op, time.Hour, time.Minute)
+	pts, err := e.R.QueueSeries(ctx, e.Op, time.Hour, time.Minute)
 	if err != nil || len(pts) != 60 {
 		t.Fatalf("series = %d points, %v", len(pts), err)
 	}
@@ -166,22 +166,22 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 	if last := pts[len(pts)-1].At; time.Since(last) < 0 || time.Since(last) > time.Minute+5*time.Second {
 		t.Fatalf("last bucket starts at %v, not in the current minute", last)
 	}
-	subs := []jobs.Submitted{e.submit("x"), e.submit("y #sim:fail=provider_4xx"), e.submit("z")}
-	startRuntime(t, e, e.s, 2)
+	subs := []jobs.Submitted{e.Submit("x"), e.Submit("y #sim:fail=provider_4xx"), e.Submit("z")}
+	startRuntime(t, e, e.S, 2)
 	for _, s := range subs {
 		waitFor(t, 15*time.Second, "job to finish", func() bool {
-			st := e.job(s.JobID).State
+			st := e.Job(s.JobID).State
 			return st == "succeeded" || st == "failed"
 		})
 	}
 	waitFor(t, 15*time.Second, "a live worker", func() bool {
-		l, err = e.r.WorkerLiveness(ctx)
+		l, err = e.R.WorkerLiveness(ctx)
 		return err == nil && l.Alive
 	})
 	if l.LastSeen == nil || l.Source == "" {
 		t.Fatalf("alive without a sign of life: %+v", l)
 	}
-	pts, err = e.r.QueueSeries(ctx, e.op, time.Hour, time.Minute)
+	pts, err = e.R.QueueSeries(ctx, e.Op, time.Hour, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +196,8 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 	if finished != 3 || failed != 1 {
 		t.Fatalf("series counts %d finished, %d failed; want 3 and 1", finished, failed)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "operator")
-	pts, _ = e.r.QueueSeries(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Hour, time.Minute)
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	pts, _ = e.R.QueueSeries(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Hour, time.Minute)
 	for _, p := range pts {
 		if p.Finished != 0 {
 			t.Fatalf("another org's series shows %d finished", p.Finished)

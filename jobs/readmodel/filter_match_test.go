@@ -21,41 +21,41 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	otherOrg, otherUser := createOrgUser(t, e.d.Bun, "member")
+	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
 	later := time.Now().Add(time.Hour)
 	var ids []uuid.UUID
 	for i, text := range []string{"plain", "to cancel", "scheduled", "another plain"} {
-		sub := e.submit(text, func(r *jobs.SubmitRequest) {
+		sub := e.Submit(text, func(r *jobs.SubmitRequest) {
 			if text == "scheduled" {
 				r.ScheduledFor = &later
 			}
 		})
 		ids = append(ids, sub.JobID)
 		if text == "to cancel" {
-			if _, err := e.s.Cancel(ctx, e.v, sub.JobID, jobs.Actor{UserID: &e.u, Name: "member"}); err != nil {
+			if _, err := e.S.Cancel(ctx, e.V, sub.JobID, jobs.Actor{UserID: &e.U, Name: "member"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if i == 1 {
 			// The rows before this one are made an hour older, for the time conditions.
-			if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_job SET created_at = created_at - interval '1 hour' WHERE id IN (?)", ids[0]); err != nil {
+			if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET created_at = created_at - interval '1 hour' WHERE id IN (?)", ids[0]); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_operation SET accepted_at = accepted_at - interval '1 hour' WHERE id = (SELECT operation_id FROM sa_job WHERE id = ?)", ids[0]); err != nil {
+			if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_operation SET accepted_at = accepted_at - interval '1 hour' WHERE id = (SELECT operation_id FROM sa_job WHERE id = ?)", ids[0]); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser}, Prompt: "elsewhere"}); err != nil {
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser}, Prompt: "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
 	admin := jobs.Viewer{AllOrgs: true}
 	var all []db.Job
-	if err := e.d.Bun.NewSelect().Model(&all).Scan(ctx); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&all).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var allOps []db.Operation
-	if err := e.d.Bun.NewSelect().Model(&allOps).Scan(ctx); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&allOps).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
 	halfHour := time.Now().Add(-30 * time.Minute)
@@ -70,7 +70,7 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	}
 	for name, f := range jobFilters {
 		t.Run("jobs "+name, func(t *testing.T) {
-			list, _, err := e.r.ListJobs(ctx, admin, f)
+			list, _, err := e.R.ListJobs(ctx, admin, f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	}
 	for name, f := range opFilters {
 		t.Run("operations "+name, func(t *testing.T) {
-			list, _, err := e.r.ListOperations(ctx, admin, f)
+			list, _, err := e.R.ListOperations(ctx, admin, f)
 			if err != nil {
 				t.Fatal(err)
 			}

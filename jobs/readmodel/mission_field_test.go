@@ -54,7 +54,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	qc := &queryCounter{}
-	e.d.Bun.AddQueryHook(qc)
+	e.D.Bun.AddQueryHook(qc)
 	ctx := context.Background()
 	long := strings.Repeat("é", readmodel.MissionTextCap+500)
 	var prompts []jobs.Submitted
@@ -63,21 +63,21 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 		if i%50 == 7 {
 			text = long
 		}
-		prompts = append(prompts, e.submit(text))
+		prompts = append(prompts, e.Submit(text))
 	}
 	// Another user's prompts are never in the field.
-	other := jobs.Viewer{OrgID: e.o, UserID: createUser(t, e.d.Bun, e.o, "member")}
-	if _, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "not mine"}); err != nil {
+	other := jobs.Viewer{OrgID: e.O, UserID: createUser(t, e.D.Bun, e.O, "member")}
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "not mine"}); err != nil {
 		t.Fatal(err)
 	}
 	beforeRetries := time.Now()
 	retried := map[uuid.UUID]bool{}
 	for i := 100; i < 260; i += 4 {
 		p := prompts[i]
-		if _, err := e.s.Cancel(ctx, e.v, p.JobID, jobs.Actor{Name: "test"}); err != nil {
+		if _, err := e.S.Cancel(ctx, e.V, p.JobID, jobs.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.s.Retry(ctx, e.v, p.JobID, jobs.Actor{Name: "test"}); err != nil {
+		if _, err := e.S.Retry(ctx, e.V, p.JobID, jobs.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		retried[p.PromptID] = true
@@ -86,7 +86,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 	var items []readmodel.MissionItem
 	queries := qc.during(func(ctx context.Context) {
 		var err error
-		if _, items, err = e.r.MissionField(ctx, e.v, 200); err != nil {
+		if _, items, err = e.R.MissionField(ctx, e.V, 200); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -101,7 +101,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 		if it.Prompt.ID != want.PromptID {
 			t.Fatalf("item %d is prompt %s, want %s (the newest 200, oldest first)", i, it.Prompt.ID, want.PromptID)
 		}
-		if it.Prompt.CreatedBy != e.u || it.Job.PromptID != it.Prompt.ID {
+		if it.Prompt.CreatedBy != e.U || it.Job.PromptID != it.Prompt.ID {
 			t.Errorf("item %d is not the member's prompt with its job: %+v", i, it)
 		}
 		if cut := (60+i)%50 == 7; it.TextCut != cut || (cut && it.Prompt.Body != long[:len(strings.Repeat("é", readmodel.MissionTextCap))]) {
@@ -120,7 +120,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 	var changed []readmodel.MissionItem
 	queries = qc.during(func(ctx context.Context) {
 		var err error
-		if changed, err = e.r.MissionChanged(ctx, e.v, beforeRetries, nil, 200); err != nil {
+		if changed, err = e.R.MissionChanged(ctx, e.V, beforeRetries, nil, 200); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -135,21 +135,21 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 			t.Errorf("prompt %s did not change", it.Prompt.ID)
 		}
 	}
-	all, err := e.r.MissionChanged(ctx, e.v, time.Time{}, nil, 500)
+	all, err := e.R.MissionChanged(ctx, e.V, time.Time{}, nil, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != 200 || all[199].Prompt.ID != prompts[259].PromptID {
 		t.Errorf("every prompt changed: %d returned, want the newest 200 (a limit above 200 is 200)", len(all))
 	}
-	two, err := e.r.MissionChanged(ctx, e.v, time.Time{}, []uuid.UUID{prompts[3].PromptID, prompts[120].PromptID, uuid.New()}, 200)
+	two, err := e.R.MissionChanged(ctx, e.V, time.Time{}, []uuid.UUID{prompts[3].PromptID, prompts[120].PromptID, uuid.New()}, 200)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(two) != 2 || two[0].Prompt.ID != prompts[3].PromptID || two[1].Prompt.ID != prompts[120].PromptID {
 		t.Errorf("the drops of two ids: %+v", two)
 	}
-	theirs, err := e.r.MissionChanged(ctx, other, time.Time{}, []uuid.UUID{prompts[3].PromptID}, 200)
+	theirs, err := e.R.MissionChanged(ctx, other, time.Time{}, []uuid.UUID{prompts[3].PromptID}, 200)
 	if err != nil || len(theirs) != 0 {
 		t.Errorf("another user asking for the member's prompt got %d items (%v)", len(theirs), err)
 	}

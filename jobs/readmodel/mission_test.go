@@ -25,7 +25,7 @@ var stateRank = map[string]int{"queued": 0, "running": 1, "succeeded": 2, "faile
 func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, provider.NewSim(provider.SimConfig{MinLatency: 0, MaxLatency: 5 * time.Millisecond}))
-	startRuntime(t, e, e.s, 8)
+	startRuntime(t, e, e.S, 8)
 	ctx := context.Background()
 	const writers, each, limit = 8, 32, 50
 
@@ -38,7 +38,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	)
 	var asOf *time.Time
 	read := func() int {
-		got, items, err := e.r.MissionRecent(ctx, e.v, asOf, limit)
+		got, items, err := e.R.MissionRecent(ctx, e.V, asOf, limit)
 		if err != nil {
 			t.Errorf("MissionRecent: %v", err)
 			return 0
@@ -58,7 +58,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 			if asOf != nil && it.ChangedAt.Before(*asOf) {
 				t.Errorf("item changed at %s before since %s", it.ChangedAt, *asOf)
 			}
-			if it.Prompt.CreatedBy != e.u || it.Job.PromptID != it.Prompt.ID {
+			if it.Prompt.CreatedBy != e.U || it.Job.PromptID != it.Prompt.ID {
 				t.Errorf("item %+v is not the member's prompt with its job", it)
 			}
 			id := it.Prompt.ID
@@ -100,13 +100,13 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 				if i%7 == 3 {
 					text += " #sim:fail=provider_5xx:1"
 				}
-				s, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: e.v, Prompt: text})
+				s, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: text})
 				if err != nil {
 					errs <- err
 					return
 				}
 				if i%10 == 5 {
-					if _, err := e.s.Cancel(ctx, e.v, s.JobID, jobs.Actor{Name: "test"}); err != nil && !errors.Is(err, jobs.ErrConflict) {
+					if _, err := e.S.Cancel(ctx, e.V, s.JobID, jobs.Actor{Name: "test"}); err != nil && !errors.Is(err, jobs.ErrConflict) {
 						errs <- err
 						return
 					}
@@ -123,7 +123,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	select {
 	case <-readerDone:
 	case <-time.After(150 * time.Second):
-		jobstest.DumpQueue(e.t, e.d)
+		jobstest.DumpQueue(e.T, e.D)
 		t.Fatal("jobs never settled")
 	}
 	// Final calls after everything settled: drain until a page is not full.
@@ -136,7 +136,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 		State    string    `bun:"state"`
 	}
 	var finals []final
-	if err := e.d.Bun.NewSelect().Table("sa_job").Column("prompt_id", "id", "state").Scan(ctx, &finals); err != nil {
+	if err := e.D.Bun.NewSelect().Table("sa_job").Column("prompt_id", "id", "state").Scan(ctx, &finals); err != nil {
 		t.Fatal(err)
 	}
 	if len(finals) != writers*each {
@@ -155,11 +155,11 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	t.Logf("%d reads, final states %v", calls, byState)
 
 	// Another member sees none of it; an operator of the org sees all of it.
-	other := createUser(t, e.d.Bun, e.o, "member")
-	if _, items, err := e.r.MissionRecent(ctx, jobs.Viewer{OrgID: e.o, UserID: other}, nil, 500); err != nil || len(items) != 0 {
+	other := createUser(t, e.D.Bun, e.O, "member")
+	if _, items, err := e.R.MissionRecent(ctx, jobs.Viewer{OrgID: e.O, UserID: other}, nil, 500); err != nil || len(items) != 0 {
 		t.Fatalf("another member sees %d items, %v", len(items), err)
 	}
-	if _, items, err := e.r.MissionRecent(ctx, e.op, nil, 500); err != nil || len(items) != writers*each {
+	if _, items, err := e.R.MissionRecent(ctx, e.Op, nil, 500); err != nil || len(items) != writers*each {
 		t.Fatalf("operator sees %d items, %v", len(items), err)
 	}
 }
@@ -167,9 +167,9 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 // unsettled counts queued and running jobs; -1 on error (safe off the test goroutine).
 func unsettled(e *tenv) int {
 	var n int
-	if err := e.d.Bun.QueryRowContext(context.Background(),
+	if err := e.D.Bun.QueryRowContext(context.Background(),
 		"SELECT count(*) FROM sa_job WHERE state IN ('queued', 'running')").Scan(&n); err != nil {
-		e.t.Errorf("count unsettled jobs: %v", err)
+		e.T.Errorf("count unsettled jobs: %v", err)
 		return -1
 	}
 	return n
@@ -185,13 +185,13 @@ func TestMissionRecentPagesThroughOneInstant(t *testing.T) {
 	const prompts, limit = 25, 10
 	want := map[uuid.UUID]bool{}
 	for i := 0; i < prompts; i++ {
-		want[e.submit(fmt.Sprintf("prompt %d", i)).PromptID] = true
+		want[e.Submit(fmt.Sprintf("prompt %d", i)).PromptID] = true
 	}
-	if _, err := e.d.Bun.ExecContext(ctx, "UPDATE sa_job SET priority = priority WHERE created_by = ?", e.u); err != nil {
+	if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET priority = priority WHERE created_by = ?", e.U); err != nil {
 		t.Fatal(err)
 	}
 	var instant time.Time
-	if err := e.d.Bun.QueryRowContext(ctx, "SELECT max(updated_at) FROM sa_job").Scan(&instant); err != nil {
+	if err := e.D.Bun.QueryRowContext(ctx, "SELECT max(updated_at) FROM sa_job").Scan(&instant); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[uuid.UUID]bool{}
@@ -200,7 +200,7 @@ func TestMissionRecentPagesThroughOneInstant(t *testing.T) {
 		if call == 5 {
 			t.Fatalf("still paging after %d calls: saw %d of %d prompts, since %v", call, len(seen), prompts, since)
 		}
-		asOf, items, err := e.r.MissionRecent(ctx, e.v, since, limit)
+		asOf, items, err := e.R.MissionRecent(ctx, e.V, since, limit)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,27 +18,27 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 	ctx := context.Background()
 	var prompts []jobs.Submitted
 	for range 12 {
-		prompts = append(prompts, e.submit("a prompt"))
+		prompts = append(prompts, e.Submit("a prompt"))
 	}
 	for _, p := range prompts[3:6] {
-		if _, err := e.s.Cancel(ctx, e.v, p.JobID, jobs.Actor{Name: "test"}); err != nil {
+		if _, err := e.S.Cancel(ctx, e.V, p.JobID, jobs.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.s.Retry(ctx, e.v, prompts[4].JobID, jobs.Actor{Name: "test"}); err != nil {
+	if _, err := e.S.Retry(ctx, e.V, prompts[4].JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	other := jobs.Viewer{OrgID: e.o, UserID: createUser(t, e.d.Bun, e.o, "member")}
-	theirs, err := e.s.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "not mine"})
+	other := jobs.Viewer{OrgID: e.O, UserID: createUser(t, e.D.Bun, e.O, "member")}
+	theirs, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "not mine"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	asOf, versions, err := e.r.MissionVersions(ctx, e.v, 10)
+	asOf, versions, err := e.R.MissionVersions(ctx, e.V, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, items, err := e.r.MissionField(ctx, e.v, 10)
+	_, items, err := e.R.MissionField(ctx, e.V, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 	}
 
 	ids := []uuid.UUID{prompts[4].PromptID, prompts[9].PromptID, theirs.PromptID}
-	got, err := e.r.MissionPrompts(ctx, e.v, ids)
+	got, err := e.R.MissionPrompts(ctx, e.V, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 	if len(got[0].Superseded) != 1 || got[0].Superseded[0].ID != prompts[4].JobID {
 		t.Errorf("the retried prompt read in full lacks its superseded job: %+v", got[0].Superseded)
 	}
-	if none, err := e.r.MissionPrompts(ctx, e.v, nil); err != nil || len(none) != 0 {
+	if none, err := e.R.MissionPrompts(ctx, e.V, nil); err != nil || len(none) != 0 {
 		t.Errorf("MissionPrompts of no ids: %v, %v", none, err)
 	}
 }
