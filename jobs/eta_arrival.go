@@ -10,8 +10,8 @@ import (
 // A job just accepted is behind every claimable queued job of its band and of the bands before
 // it, so its place needs no walk of the index from the job itself: counting the queue's front
 // once per CacheFor, and adding what this process accepted since, places every submit of that
-// second. Each 202 placed by its own bounded walk cost a share of PostgreSQL's CPU that grew
-// with the backlog and capped the submit rate.
+// second. A bounded walk of the index for every 202 would cost PostgreSQL work that grows with
+// the backlog, on the path whose rate matters most.
 
 // frontSQL counts the claimable front of the queue in River's order (band, then oldest first),
 // up to a bound, by band and org, on idx_job_queued_band.
