@@ -107,8 +107,7 @@ func New(deps Deps) *Server {
 		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
 	}
 	if deps.Reads == nil && deps.Jobs != nil {
-		// The database and the registry are set, so New cannot fail.
-		deps.Reads, _ = readmodel.New(readmodel.Config{DB: deps.Jobs.DB(), Registry: deps.Jobs.Registry(), Meter: deps.Jobs.Meter()})
+		deps.Reads = readmodel.Of(deps.Jobs)
 	}
 	if deps.Flow == nil && deps.Jobs != nil {
 		// The database is set, so New cannot fail.

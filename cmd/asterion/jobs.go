@@ -18,7 +18,6 @@ import (
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
-	"asterion/jobs/readmodel"
 	jobusage "asterion/jobs/usage"
 )
 
@@ -174,11 +173,4 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 func newRuntime(svc *jobs.Service, cn *conn, st jobsSettings, workers, ceiling, batch int) (*jobs.Runtime, error) {
 	return jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: cn.pool, Workers: workers, PriorityCeiling: ceiling,
 		BatchSize: batch, ReclaimEvery: st.reclaimEvery, JobTimeout: st.jobTimeout})
-}
-
-// readsOf is the read models over svc's database, registry and meter.
-func readsOf(svc *jobs.Service) *readmodel.Reads {
-	// The service's database and registry are always set, so New cannot fail.
-	r, _ := readmodel.New(readmodel.Config{DB: svc.DB(), Registry: svc.Registry(), Meter: svc.Meter()})
-	return r
 }

@@ -103,7 +103,7 @@ func (c *cli) listJobs(ctx context.Context, args []string) error {
 		}
 		f.OrgID = o.ID
 	}
-	list, _, err := readsOf(svc).ListJobs(ctx, cliViewer, f)
+	list, _, err := readmodel.Of(svc).ListJobs(ctx, cliViewer, f)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (c *cli) jobDetails(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	d, err := readsOf(svc).GetJob(ctx, cliViewer, id)
+	d, err := readmodel.Of(svc).GetJob(ctx, cliViewer, id)
 	if err != nil {
 		return notFoundOr(id, err)
 	}
@@ -250,7 +250,7 @@ func (c *cli) queueMetrics(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	m, err := readsOf(svc).QueueMetrics(ctx, cliViewer, *window)
+	m, err := readmodel.Of(svc).QueueMetrics(ctx, cliViewer, *window)
 	if err != nil {
 		return err
 	}

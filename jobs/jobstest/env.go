@@ -58,11 +58,7 @@ func NewService(t testing.TB, d *dbtest.DB, prov provider.Provider, mods ...func
 // NewReads builds the read models over svc's database, registry and meter.
 func NewReads(t testing.TB, svc *jobs.Service) *readmodel.Reads {
 	t.Helper()
-	r, err := readmodel.New(readmodel.Config{DB: svc.DB(), Registry: svc.Registry(), Meter: svc.Meter()})
-	if err != nil {
-		t.Fatalf("readmodel.New: %v", err)
-	}
-	return r
+	return readmodel.Of(svc)
 }
 
 // Submit submits text as v on svc, changed by mods, and fails the test on error.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"asterion/jobs"
 	"asterion/jobs/registry"
 	"asterion/jobs/usage"
 )
@@ -46,4 +47,12 @@ func New(cfg Config) (*Reads, error) {
 		return nil, err
 	}
 	return &Reads{db: cfg.DB, reg: cfg.Registry, meter: cfg.Meter}, nil
+}
+
+// Of returns the read models over svc's database, registry and meter: what the server, the
+// command line and the tests read a service's jobs and operations through.
+func Of(svc *jobs.Service) *Reads {
+	// A service always has its database and registry, so New cannot fail.
+	r, _ := New(Config{DB: svc.DB(), Registry: svc.Registry(), Meter: svc.Meter()})
+	return r
 }
