@@ -59,26 +59,32 @@ type dispatched struct {
 const orgPausedRecheck = 3 * time.Second
 
 // vehicleJobSQL reads, in one statement, what the fast path of a dispatch needs: the queued
-// or running job on vehicle $1, its org's weight, pause and running jobs, whether any other
-// org has queued work, and whether its own org has an older claimable job in River priority
-// band $3 with a priority of at most $4. $2 is the job the vehicle's arguments name: the
-// prompt's text (for the governor's token estimate) is read only when the row is another job.
-// Each probe is bounded: the older-job look reads at most 64 index entries.
+// or running job on vehicle $1, its org's weight and pause, whether the org runs its cap of $5
+// jobs already (counted only when there is a cap, and only up to it), whether any other org has
+// queued work, and whether its own org has an older claimable job in River priority band $3
+// with a priority of at most $4. $2 is the job the vehicle's arguments name: the prompt's text
+// (for the governor's token estimate) is read only when the row is another job.
+//
+// It runs once per claim while the queue's size swings from empty to a long backlog faster
+// than the planner's statistics follow, so every probe is written to have one sensible plan
+// whatever they say: the others probe orders by org alone (a prefix of idx_job_queued_org),
+// the older-job look reads at most 64 entries of that index, and their vehicles are looked up
+// by key, one by one, instead of joined (a join let the planner walk River's whole queue).
 const vehicleJobSQL = `SELECT j.id, j.org_id, j.state, j.priority, j.created_at,
     coalesce(s.weight, 1) AS weight, coalesce(s.paused, false) AS paused,
-    (SELECT count(*) FROM sa_job AS r WHERE r.org_id = j.org_id AND r.state = 'running') AS running,
+    CASE WHEN $5::integer > 0 THEN (SELECT count(*) FROM (SELECT FROM sa_job AS r
+        WHERE r.org_id = j.org_id AND r.state = 'running' LIMIT $5::integer) AS c) ELSE 0 END AS running,
     ((SELECT o.org_id FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id < j.org_id
-      ORDER BY o.org_id DESC, asterion_band(o.priority) DESC, o.created_at DESC LIMIT 1) IS NOT NULL
+      ORDER BY o.org_id DESC LIMIT 1) IS NOT NULL
      OR (SELECT o.org_id FROM sa_job AS o WHERE o.state = 'queued' AND o.org_id > j.org_id
-      ORDER BY o.org_id, asterion_band(o.priority), o.created_at LIMIT 1) IS NOT NULL) AS others,
-    EXISTS (SELECT 1 FROM sa_job AS b JOIN river_job AS v ON v.id = b.river_job_id
-        WHERE b.id = ANY (ARRAY(SELECT a.id FROM sa_job AS a
-                WHERE a.state = 'queued' AND a.org_id = j.org_id AND asterion_band(a.priority) = $3::smallint
-                  AND a.created_at < j.created_at
-                ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64))
-          AND b.state = 'queued' AND b.scheduled_at <= now() AND b.priority <= $4
-          AND b.waiting_for IS DISTINCT FROM 'provider_capacity'
-          AND v.state IN ('available', 'scheduled', 'retryable')) AS better,
+      ORDER BY o.org_id LIMIT 1) IS NOT NULL) AS others,
+    EXISTS (SELECT FROM (SELECT a.river_job_id, a.priority, a.scheduled_at, a.waiting_for FROM sa_job AS a
+            WHERE a.state = 'queued' AND a.org_id = j.org_id AND asterion_band(a.priority) = $3::smallint
+              AND a.created_at < j.created_at
+            ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
+        WHERE h.scheduled_at <= now() AND h.priority <= $4
+          AND h.waiting_for IS DISTINCT FROM 'provider_capacity'
+          AND (SELECT v.state FROM river_job AS v WHERE v.id = h.river_job_id) IN ('available', 'scheduled', 'retryable')) AS better,
     coalesce(j.execution_options ->> 'model', '') AS model,
     CASE WHEN j.id <> $2 THEN (SELECT e.body FROM sa_entity AS e WHERE e.id = j.prompt_id) END AS body
 FROM sa_job AS j LEFT JOIN sa_org_share AS s ON s.org_id = j.org_id
@@ -94,7 +100,7 @@ type vehicleJob struct {
 	createdAt time.Time
 	weight    int
 	paused    bool
-	running   int
+	running   int // the org's running jobs, counted up to the cap; 0 without a cap
 	others    bool
 	better    bool
 	model     string
@@ -110,7 +116,8 @@ func (f *fairShare) dispatch(ctx context.Context, rj *river.Job[PromptArgs], cei
 		most = ceiling
 	}
 	var x vehicleJob
-	err := f.db.DB.QueryRowContext(ctx, vehicleJobSQL, rj.ID, rj.Args.JobID, rj.Priority, most).Scan(&x.id, &x.orgID, &x.state,
+	err := f.db.DB.QueryRowContext(ctx, vehicleJobSQL, rj.ID, rj.Args.JobID, rj.Priority, most,
+		max(f.cfg.OrgMaxRunning, 0)).Scan(&x.id, &x.orgID, &x.state,
 		&x.priority, &x.createdAt, &x.weight, &x.paused, &x.running, &x.others, &x.better, &x.model, &x.body)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
