@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -49,6 +50,10 @@ func (c *Config) validate() error {
 // Governor hands out call slots for the models of one provider account.
 type Governor struct {
 	cfg Config
+	// metered holds, for each model this process reserved a slot for, whether a token limit
+	// was in force at its last reservation: where none is, a call's token debt changes
+	// nothing and is not sent.
+	metered sync.Map
 }
 
 // Horizon is the longest a caller waits for a granted slot.
@@ -76,20 +81,21 @@ type Grant struct {
 }
 
 // reserveSQL takes a slot; see the migration that defines the function.
-const reserveSQL = `SELECT granted, slot, now_at, paused FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`
+const reserveSQL = `SELECT granted, slot, now_at, paused, metered FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`
 
 // Reserve asks for a slot for one call to model that will use about tokens tokens.
 func (g *Governor) Reserve(ctx context.Context, model string, tokens int) (Grant, error) {
 	var (
-		granted, paused bool
-		slot            sql.NullTime
-		now             time.Time
+		granted, paused, metered bool
+		slot                     sql.NullTime
+		now                      time.Time
 	)
 	row := g.cfg.DB.DB.QueryRowContext(ctx, reserveSQL, model, g.cfg.RPM, g.cfg.TPM, max(tokens, 0),
 		g.cfg.Horizon.Seconds(), Burst)
-	if err := row.Scan(&granted, &slot, &now, &paused); err != nil {
+	if err := row.Scan(&granted, &slot, &now, &paused, &metered); err != nil {
 		return Grant{}, fmt.Errorf("reserve a call slot for model %s: %w", model, err)
 	}
+	g.metered.Store(model, metered)
 	gr := Grant{Granted: granted, Paused: paused}
 	if slot.Valid {
 		gr.At = slot.Time
@@ -139,7 +145,8 @@ func (o Observation) pause() time.Duration {
 const observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7)`
 
 // Observe records what the provider said after a call to model. Calls that reported nothing
-// worth recording cost no statement.
+// worth recording cost no statement; nor does a token debt where the model's last reservation
+// in this process found no token limit in force.
 func (g *Governor) Observe(ctx context.Context, model string, o Observation) error {
 	limitRPM, limitTPM := 0, 0
 	if o.Limits.HasLimitRequests {
@@ -149,7 +156,7 @@ func (g *Governor) Observe(ctx context.Context, model string, o Observation) err
 		limitTPM = o.Limits.LimitTokens
 	}
 	debt := 0
-	if o.UsedTokens > 0 {
+	if o.UsedTokens > 0 && g.tokenMetered(model) {
 		debt = o.UsedTokens - o.ReservedTokens
 	}
 	pause := o.pause()
@@ -161,6 +168,16 @@ func (g *Governor) Observe(ctx context.Context, model string, o Observation) err
 		return fmt.Errorf("record what the provider said of model %s: %w", model, err)
 	}
 	return nil
+}
+
+// tokenMetered reports whether a token limit may be in force for model: true unless this
+// process's last reservation for it found none.
+func (g *Governor) tokenMetered(model string) bool {
+	if g.cfg.TPM > 0 {
+		return true
+	}
+	m, ok := g.metered.Load(model)
+	return !ok || m.(bool)
 }
 
 // SetPaused pauses or resumes every call to model, for every process (an operator's action).

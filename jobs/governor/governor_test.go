@@ -40,6 +40,13 @@ func TestUnlimitedModelAlwaysGrantsAtOnce(t *testing.T) {
 			t.Fatalf("reservation %d: %+v", i, gr)
 		}
 	}
+	states, err := g.Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 1 || states[0].Model != "m" || states[0].Calls != 20 {
+		t.Errorf("states %+v, want model m with 20 calls counted", states)
+	}
 }
 
 // starts reserves n slots and returns their start times on the database's clock, failing when
@@ -207,6 +214,31 @@ func TestTokenLimitPacesByTokens(t *testing.T) {
 	refunded := reserve(t, g, "m", 1)
 	if refunded.Wait >= next.Wait+time.Second {
 		t.Errorf("after a refund the wait is %v, before it %v", refunded.Wait, next.Wait)
+	}
+}
+
+// TestLearnedTokenLimitChargesTheDebt: with no token limit configured, a call that used more
+// tokens than its slot reserved still pushes the next slot back once the provider has
+// reported a token limit.
+func TestLearnedTokenLimitChargesTheDebt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := newGovernor(t, dbtest.New(t), governor.Config{Horizon: time.Minute})
+	if err := g.Observe(ctx, "m", governor.Observation{Limits: provider.Limits{HasLimitTokens: true, LimitTokens: 6000}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if gr := reserve(t, g, "m", 500); !gr.Granted || gr.Wait > 100*time.Millisecond {
+			t.Fatalf("reservation %d: %+v, want at once", i, gr)
+		}
+	}
+	// 1,000 tokens more than reserved are ten seconds at 100 a second.
+	if err := g.Observe(ctx, "m", governor.Observation{ReservedTokens: 500, UsedTokens: 1500}); err != nil {
+		t.Fatal(err)
+	}
+	next := reserve(t, g, "m", 500)
+	if !next.Granted || next.Wait < 14*time.Second || next.Wait > 15*time.Second+100*time.Millisecond {
+		t.Errorf("reservation after the debt %+v, want about 15 s away", next)
 	}
 }
 
