@@ -31,13 +31,13 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	if j.State != "cancelled" || j.FinishedAt == nil || j.ErrorKind != nil {
 		t.Fatalf("cancelled job %+v", j)
 	}
-	if st := e.riverState(*j.RiverJobID); st != "cancelled" {
+	if st := e.RiverState(*j.RiverJobID); st != "cancelled" {
 		t.Fatalf("river job of a cancelled queued job is %s, want cancelled", st)
 	}
-	if op := e.operation(*j.OperationID); op.Status != "cancelled" || op.TerminalAt == nil {
+	if op := e.Operation(*j.OperationID); op.Status != "cancelled" || op.TerminalAt == nil {
 		t.Fatalf("operation %s", op.Status)
 	}
-	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.cancelled' AND subject_id = ? AND actor_id = ?", doomed.JobID.String(), e.U); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.cancelled' AND subject_id = ? AND actor_id = ?", doomed.JobID.String(), e.U); n != 1 {
 		t.Fatalf("%d cancel audit rows", n)
 	}
 	// Cancelling again is a conflict: the job is terminal.
@@ -48,7 +48,7 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(after.JobID, jobs.StateSucceeded, 20*time.Second)
+	e.WaitState(after.JobID, jobs.StateSucceeded, 20*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	if n := fake.callsFor(doomed.JobID); n != 0 {
 		t.Fatalf("provider called %d times for a cancelled job", n)
@@ -56,7 +56,7 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	if j := e.Job(doomed.JobID); j.State != "cancelled" || j.WorkerClaim != nil || j.StartedAt != nil {
 		t.Fatalf("cancelled job changed: %+v", j)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", doomed.PromptID); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", doomed.PromptID); n != 0 {
 		t.Fatalf("%d responses for a cancelled job", n)
 	}
 }
@@ -75,7 +75,7 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 	startRuntime(t, e, e.S, 2)
 	s := e.Submit("long running #sim:hang")
 	c := fake.waitCall(t, 10*time.Second)
-	e.waitState(s.JobID, jobs.StateRunning, 5*time.Second)
+	e.WaitState(s.JobID, jobs.StateRunning, 5*time.Second)
 
 	other := e.service(instantSim())
 	start := time.Now()
@@ -93,18 +93,18 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 		t.Fatal("the provider's context was not cancelled within 5 s")
 	}
 	rid := *j.RiverJobID
-	waitFor(t, 10*time.Second, "river job cancelled", func() bool { return e.riverState(rid) == "cancelled" })
+	waitFor(t, 10*time.Second, "river job cancelled", func() bool { return e.RiverState(rid) == "cancelled" })
 	j = e.Job(s.JobID)
 	if j.State != "cancelled" || j.ResponseID != nil || j.Attempt != 1 {
 		t.Fatalf("after the worker gave up: %+v", j)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response'"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response'"); n != 0 {
 		t.Fatalf("%d responses", n)
 	}
 	if got := eventStates(e.jobEvents(s.JobID)); got != "queued/1 running/1 cancelled/1" {
 		t.Fatalf("state changes %q", got)
 	}
-	if op := e.operation(*j.OperationID); op.Status != "cancelled" {
+	if op := e.Operation(*j.OperationID); op.Status != "cancelled" {
 		t.Fatalf("operation %s", op.Status)
 	}
 	if len(fake.Calls()) != 1 {
@@ -150,7 +150,7 @@ func TestCancelVisibility(t *testing.T) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(done.JobID, jobs.StateSucceeded, 20*time.Second)
+	e.WaitState(done.JobID, jobs.StateSucceeded, 20*time.Second)
 	for _, id := range []uuid.UUID{done.JobID, queued.JobID} {
 		before := e.Job(id)
 		if _, err := e.S.Cancel(ctx, e.V, id, jobs.Actor{Name: "member"}); !errors.Is(err, jobs.ErrConflict) {

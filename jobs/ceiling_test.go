@@ -17,7 +17,7 @@ func TestPriorityCeiling(t *testing.T) {
 	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PriorityCeiling = 40 })
 	high := e.Submit("bulk", func(r *jobs.SubmitRequest) { r.Priority = intp(41) })
 	low := e.Submit("urgent", func(r *jobs.SubmitRequest) { r.Priority = intp(40) })
-	e.waitState(low.JobID, jobs.StateSucceeded, 20*time.Second)
+	e.WaitState(low.JobID, jobs.StateSucceeded, 20*time.Second)
 	time.Sleep(time.Second)
 	j := e.Job(high.JobID)
 	if j.State != "queued" || j.WorkerClaim != nil || fake.callsFor(high.JobID) != 0 {
@@ -27,7 +27,7 @@ func TestPriorityCeiling(t *testing.T) {
 		t.Fatalf("the vehicle above the ceiling was handed back %v times in about a second", snoozes)
 	}
 	startRuntime(t, e, e.S, 1)
-	j = e.waitState(high.JobID, jobs.StateSucceeded, 20*time.Second)
+	j = e.WaitState(high.JobID, jobs.StateSucceeded, 20*time.Second)
 	if j.Attempt != 1 || fake.callsFor(high.JobID) != 1 {
 		t.Fatalf("after an unrestricted worker started: %+v, %d calls", j, fake.callsFor(high.JobID))
 	}

@@ -57,7 +57,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 		j.WorkerClaim != nil || j.StartedAt != nil {
 		t.Fatalf("queued job row %+v", j)
 	}
-	if st := e.riverState(*j.RiverJobID); st != "available" {
+	if st := e.RiverState(*j.RiverJobID); st != "available" {
 		t.Fatalf("river job state %q, want available", st)
 	}
 	var args jobs.PromptArgs
@@ -69,24 +69,24 @@ func TestAsyncExecutionProof(t *testing.T) {
 	if err := json.Unmarshal(rawArgs, &args); err != nil || args.JobID != s.JobID || riverPrio != jobs.RiverPriority(50) {
 		t.Fatalf("river job args %s priority %d", rawArgs, riverPrio)
 	}
-	op := e.operation(s.Operation.OperationID)
+	op := e.Operation(s.Operation.OperationID)
 	if op.Status != "pending" || op.Kind != jobs.KindPromptExecute || op.OrgID != e.O || op.CreatedBy != e.U || op.CorrelationID != s.PromptID {
 		t.Fatalf("operation row %+v", op)
 	}
-	if h := e.history(op.ID); len(h) != 1 || h[0].Status != "pending" || h[0].Seq != 1 || h[0].PrevDigest != deferred.GenesisDigest {
+	if h := e.History(op.ID); len(h) != 1 || h[0].Status != "pending" || h[0].Seq != 1 || h[0].PrevDigest != deferred.GenesisDigest {
 		t.Fatalf("history after accept: %+v", h)
 	}
 
 	rt := startRuntime(t, e, e.S, 2)
-	running := e.waitState(s.JobID, jobs.StateRunning, 10*time.Second)
+	running := e.WaitState(s.JobID, jobs.StateRunning, 10*time.Second)
 	if running.WorkerClaim == nil || !strings.HasPrefix(*running.WorkerClaim, rt.ID()+"/") || running.ClaimedAt == nil ||
 		running.StartedAt == nil || running.RunningHeartbeatAt == nil || running.ResponseID != nil {
 		t.Fatalf("running row %+v", running)
 	}
-	if st := e.operation(op.ID).Status; st != "running" {
+	if st := e.Operation(op.ID).Status; st != "running" {
 		t.Fatalf("operation status while running = %q", st)
 	}
-	j = e.waitState(s.JobID, jobs.StateSucceeded, 10*time.Second)
+	j = e.WaitState(s.JobID, jobs.StateSucceeded, 10*time.Second)
 	if j.ResponseID == nil || j.FinishedAt == nil || j.FinishedAt.Before(*j.StartedAt) || j.ErrorKind != nil || j.Attempt != 1 {
 		t.Fatalf("succeeded row %+v", j)
 	}
@@ -99,22 +99,22 @@ func TestAsyncExecutionProof(t *testing.T) {
 		!strings.HasPrefix(resp.Body, "Simulated answer to: what is async?") || resp.OrgID != e.O {
 		t.Fatalf("response entity %+v", resp)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", s.PromptID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", s.PromptID); n != 1 {
 		t.Fatalf("%d responses, want 1", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_edge WHERE kind = 'flows-to' AND from_id = ? AND to_id = ?", s.PromptID, resp.ID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_edge WHERE kind = 'flows-to' AND from_id = ? AND to_id = ?", s.PromptID, resp.ID); n != 1 {
 		t.Fatalf("%d flows-to edges, want 1", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_ledger WHERE job_id = ? AND prompt_id = ? AND response_id = ? AND provider = 'sim'", s.JobID, s.PromptID, resp.ID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_ledger WHERE job_id = ? AND prompt_id = ? AND response_id = ? AND provider = 'sim'", s.JobID, s.PromptID, resp.ID); n != 1 {
 		t.Fatalf("%d ledger rows, want 1", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.succeeded' AND subject_type = 'job' AND subject_id = ?", s.JobID.String()); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.succeeded' AND subject_type = 'job' AND subject_id = ?", s.JobID.String()); n != 1 {
 		t.Fatalf("%d audit rows, want 1", n)
 	}
-	waitFor(t, 10*time.Second, "river job completed", func() bool { return e.riverState(*j.RiverJobID) == "completed" })
+	waitFor(t, 10*time.Second, "river job completed", func() bool { return e.RiverState(*j.RiverJobID) == "completed" })
 
 	// The operation completed with the response in its result and a verifiable history.
-	op = e.operation(op.ID)
+	op = e.Operation(op.ID)
 	if op.Status != "completed" || op.TerminalAt == nil {
 		t.Fatalf("operation %+v, want completed", op)
 	}
@@ -126,7 +126,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 	if err != nil || doc.Validate() != nil || !doc.Terminal() {
 		t.Fatalf("status document %+v: %v", doc, err)
 	}
-	hist := e.history(op.ID)
+	hist := e.History(op.ID)
 	var statuses []string
 	entries := make([]deferred.HistoryEntry, len(hist))
 	for i, h := range hist {
@@ -209,7 +209,7 @@ func TestPriorityQueueProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range subs {
-		e.waitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
+		e.WaitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
 	}
 	var order []int
 	for _, c := range fake.Calls() {
@@ -293,7 +293,7 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 			ids[i] = s.JobID
 		}
 		deadline := time.Now().Add(150 * time.Second)
-		for e.count("SELECT count(*) FROM sa_job WHERE id = ANY(?::uuid[]) AND state = 'succeeded'", uuidArray(ids)) != len(ids) {
+		for e.Count("SELECT count(*) FROM sa_job WHERE id = ANY(?::uuid[]) AND state = 'succeeded'", uuidArray(ids)) != len(ids) {
 			if time.Now().After(deadline) {
 				jobstest.DumpQueue(e.T, e.D)
 				t.Fatal("timed out waiting for every job to succeed")
@@ -376,11 +376,11 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if bad := e.count(checks[k]); bad != 0 {
+		if bad := e.Count(checks[k]); bad != 0 {
 			t.Errorf("%d %s", bad, k)
 		}
 	}
-	if total := e.count("SELECT count(*) FROM sa_ledger"); total != 2*n {
+	if total := e.Count("SELECT count(*) FROM sa_ledger"); total != 2*n {
 		t.Errorf("%d ledger rows, want %d", total, 2*n)
 	}
 }
@@ -409,7 +409,7 @@ func TestRunSync(t *testing.T) {
 		j.ResponseID == nil || *j.ResponseID != ok.Response.ID || ok.Response.ParentID == nil || *ok.Response.ParentID != j.PromptID {
 		t.Fatalf("sync result %+v, response %+v", j, ok.Response)
 	}
-	if op := e.operation(*j.OperationID); op.Status != "completed" {
+	if op := e.Operation(*j.OperationID); op.Status != "completed" {
 		t.Fatalf("operation %s", op.Status)
 	}
 	if got := eventStates(e.jobEvents(j.ID)); got != "running/1 succeeded/1" && got != "queued/1 running/1 succeeded/1" {
@@ -427,7 +427,7 @@ func TestRunSync(t *testing.T) {
 	if _, err := e.S.RunSync(ctx, e.V, "   "); !errors.As(err, &ve) {
 		t.Fatalf("blank sync prompt: %v", err)
 	}
-	if n := e.count("SELECT count(*) FROM river_job WHERE kind = ?", jobs.KindPromptExecute); n != 0 {
+	if n := e.Count("SELECT count(*) FROM river_job WHERE kind = ?", jobs.KindPromptExecute); n != 0 {
 		t.Fatalf("%d river jobs for synchronous runs", n)
 	}
 }

@@ -22,10 +22,10 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	if got := sub.Operation.ExpiresAt.Sub(sub.Operation.AcceptedAt); got != 2*time.Second {
 		t.Fatalf("TTL %s, want the configured 2 s (handle %v)", got, h)
 	}
-	e.waitState(sub.JobID, jobs.StateRunning, 10*time.Second)
-	var op = e.operation(sub.Operation.OperationID)
+	e.WaitState(sub.JobID, jobs.StateRunning, 10*time.Second)
+	var op = e.Operation(sub.Operation.OperationID)
 	waitFor(t, 15*time.Second, "the operation to expire", func() bool {
-		op = e.operation(sub.Operation.OperationID)
+		op = e.Operation(sub.Operation.OperationID)
 		return op.Status == "expired"
 	})
 	took := time.Since(start)
@@ -33,26 +33,26 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	if took < 2*time.Second {
 		t.Errorf("expired after %s, before its TTL", took)
 	}
-	j := e.waitState(sub.JobID, jobs.StateCancelled, 5*time.Second)
+	j := e.WaitState(sub.JobID, jobs.StateCancelled, 5*time.Second)
 	if strv(j.ErrorKind) != "expired" {
 		t.Errorf("job error_kind %q, want expired", strv(j.ErrorKind))
 	}
-	waitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.riverState(*j.RiverJobID) == "cancelled" })
+	waitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.RiverState(*j.RiverJobID) == "cancelled" })
 	st := e.statusJSON(e.V, op.ID)
 	errObj, _ := st["error"].(map[string]any)
 	if st["status"] != "expired" || errObj["kind"] != "expired" {
 		t.Errorf("status %v", st)
 	}
-	if got := strings.Join(e.historyStatuses(op.ID), ","); got != "pending,running,expired" {
+	if got := strings.Join(e.HistoryStatuses(op.ID), ","); got != "pending,running,expired" {
 		t.Errorf("history %s", got)
 	}
 	if e.S.Stats().Expiries.Load() < 1 {
 		t.Errorf("poller expiries counter %d", e.S.Stats().Expiries.Load())
 	}
 	// Expired is terminal: the poller never touches it again.
-	polls := e.operation(op.ID).PollCount
+	polls := e.Operation(op.ID).PollCount
 	time.Sleep(1500 * time.Millisecond)
-	if after := e.operation(op.ID).PollCount; after != polls {
+	if after := e.Operation(op.ID).PollCount; after != polls {
 		t.Errorf("poll_count moved from %d to %d after expiry", polls, after)
 	}
 	if _, err := e.S.CancelOperation(context.Background(), e.V, op.ID, jobs.Actor{Name: "test"}); err == nil {
@@ -78,7 +78,7 @@ func TestPollScheduleOfMirroredOperations(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, instantSim(), func(cfg *jobs.Config) { cfg.Policy = deferred.Policy{MaxTTL: c.ttl, DefaultTTL: c.ttl} })
 			sub := e.Submit("scheduled " + c.name)
-			op := e.operation(sub.Operation.OperationID)
+			op := e.Operation(sub.Operation.OperationID)
 			if got := op.NextPollAt.Sub(op.AcceptedAt); got != c.wantIn {
 				t.Fatalf("next poll %s after acceptance, want %s", got, c.wantIn)
 			}
@@ -89,7 +89,7 @@ func TestPollScheduleOfMirroredOperations(t *testing.T) {
 			if _, err := e.S.PollOperation(context.Background(), e.Op, op.ID); err != nil {
 				t.Fatal(err)
 			}
-			after := e.operation(op.ID)
+			after := e.Operation(op.ID)
 			if after.PollCount != op.PollCount+1 {
 				t.Fatalf("poll_count %d after a poll, want %d", after.PollCount, op.PollCount+1)
 			}

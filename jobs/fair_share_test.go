@@ -66,7 +66,7 @@ func submitAll(e *tenv, v jobs.Viewer, n int, text string) ([]jobs.Submitted, er
 
 // countJobs counts the jobs of org in state.
 func countJobs(e *tenv, org int64, state jobs.State) int {
-	return e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = ?", org, string(state))
+	return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = ?", org, string(state))
 }
 
 // sampleMostRunning samples how many jobs of org run at once until the test ends, keeping the
@@ -129,7 +129,7 @@ func TestFairShareWeight(t *testing.T) {
 	submitMany(t, e, e.V, 90, "weight two #sim:latency=500ms")
 	submitMany(t, e, jobs.Viewer{OrgID: orgB, UserID: userB}, 90, "weight one #sim:latency=500ms")
 	startRuntime(t, e, e.S, 6)
-	done := func() int { return e.count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") }
+	done := func() int { return e.Count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") }
 	// The window opens once the first round has finished, so both orgs run their share.
 	waitFor(t, 20*time.Second, "a first round of jobs", func() bool { return done() >= 12 })
 	var from time.Time
@@ -137,7 +137,7 @@ func TestFairShareWeight(t *testing.T) {
 		t.Fatal(err)
 	}
 	inWindow := func(org int64) int {
-		return e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'succeeded' AND finished_at > ?", org, from)
+		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'succeeded' AND finished_at > ?", org, from)
 	}
 	waitFor(t, 30*time.Second, "48 jobs in the window", func() bool { return inWindow(e.O)+inWindow(orgB) >= 48 })
 	a, b := inWindow(e.O), inWindow(orgB)
@@ -189,17 +189,17 @@ func TestOrgPausedHoldsItsJobs(t *testing.T) {
 		waitFor(t, 20*time.Second, "the other org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	waitFor(t, 10*time.Second, "the paused org's jobs to say why they wait", func() bool {
-		return e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'queued' AND waiting_for = ?",
+		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'queued' AND waiting_for = ?",
 			e.O, jobs.WaitingOrgPaused) == len(paused)
 	})
-	if n := e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND started_at IS NOT NULL", e.O); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND started_at IS NOT NULL", e.O); n != 0 {
 		t.Fatalf("%d jobs of the paused org started", n)
 	}
 	setShare(t, e, e.O, 1, false)
 	for _, s := range paused {
 		waitFor(t, 15*time.Second, "the resumed org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
-	if n := e.count("SELECT count(*) FROM sa_job WHERE org_id = ? AND attempt <> 1", e.O); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND attempt <> 1", e.O); n != 0 {
 		t.Errorf("%d jobs of the resumed org took more than one attempt", n)
 	}
 }
@@ -250,20 +250,20 @@ func TestFairShareNoJobRunsTwice(t *testing.T) {
 		}
 	}
 	waitFor(t, 60*time.Second, "every job", func() bool {
-		return e.count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") == len(all)
+		return e.Count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") == len(all)
 	})
 	for _, s := range all {
 		if n := fake.callsFor(s.JobID); n != 1 {
 			t.Errorf("job %s reached the provider %d times", s.JobID, n)
 		}
 	}
-	if n := e.count("SELECT count(*) FROM sa_attempt"); n != len(all) {
+	if n := e.Count("SELECT count(*) FROM sa_attempt"); n != len(all) {
 		t.Errorf("%d attempt rows for %d jobs", n, len(all))
 	}
-	if n := e.count("SELECT count(*) FROM (SELECT job_id FROM sa_attempt GROUP BY job_id HAVING count(*) <> 1) AS x"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM (SELECT job_id FROM sa_attempt GROUP BY job_id HAVING count(*) <> 1) AS x"); n != 0 {
 		t.Errorf("%d jobs have other than one attempt row", n)
 	}
-	swapped := e.count(`SELECT count(*) FROM sa_job AS j JOIN river_job AS r ON r.id = j.river_job_id
+	swapped := e.Count(`SELECT count(*) FROM sa_job AS j JOIN river_job AS r ON r.id = j.river_job_id
 WHERE (r.args ->> 'job_id')::uuid <> j.id`)
 	t.Logf("%d of %d jobs ran on another job's vehicle", swapped, len(all))
 	if swapped == 0 {

@@ -84,58 +84,6 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 
 func intp(n int) *int { return &n }
 
-// operation reads a registry row.
-func (e *tenv) operation(id uuid.UUID) db.Operation {
-	e.T.Helper()
-	var op db.Operation
-	if err := e.D.Bun.NewSelect().Model(&op).Where("id = ?", id).Scan(context.Background()); err != nil {
-		e.T.Fatalf("read operation %s: %v", id, err)
-	}
-	return op
-}
-
-// history reads an operation's status history, oldest first.
-func (e *tenv) history(id uuid.UUID) []db.OperationHistory {
-	e.T.Helper()
-	var rows []db.OperationHistory
-	if err := e.D.Bun.NewSelect().Model(&rows).Where("operation_id = ?", id).OrderExpr("seq").
-		Scan(context.Background()); err != nil {
-		e.T.Fatalf("read history of %s: %v", id, err)
-	}
-	return rows
-}
-
-// count runs a SELECT count(*) … query.
-func (e *tenv) count(query string, args ...any) int {
-	e.T.Helper()
-	var n int
-	if err := e.D.Bun.QueryRowContext(context.Background(), query, args...).Scan(&n); err != nil {
-		e.T.Fatalf("count %q: %v", query, err)
-	}
-	return n
-}
-
-// riverState reads the state of a River job.
-func (e *tenv) riverState(id int64) string {
-	e.T.Helper()
-	var st string
-	if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT state FROM river_job WHERE id = ?", id).Scan(&st); err != nil {
-		e.T.Fatalf("read river job %d: %v", id, err)
-	}
-	return st
-}
-
-// waitState waits until the job is in state.
-func (e *tenv) waitState(id uuid.UUID, st jobs.State, timeout time.Duration) db.Job {
-	e.T.Helper()
-	var j db.Job
-	waitFor(e.T, timeout, fmt.Sprintf("job %s to be %s", id, st), func() bool {
-		j = e.Job(id)
-		return j.State == string(st)
-	})
-	return j
-}
-
 // jobEvents reads every numbered and unnumbered change-feed event of a job in insertion order,
 // decoded.
 func (e *tenv) jobEvents(id uuid.UUID) []jobs.JobEvent {
@@ -244,15 +192,6 @@ func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
 
 func validHandleDoc(t testing.TB, h deferred.Handle) map[string]any {
 	return jobstest.ValidHandleDoc(t, h)
-}
-
-// historyStatuses lists the statuses of an operation's history.
-func (e *tenv) historyStatuses(id uuid.UUID) []string {
-	var out []string
-	for _, h := range e.history(id) {
-		out = append(out, h.Status)
-	}
-	return out
 }
 
 func strv(s *string) string {

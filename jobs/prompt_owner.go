@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 
 	"asterion/db"
@@ -21,14 +22,35 @@ func (promptOwner) Kind() string { return KindPromptExecute }
 // MirrorsStatus: every job transition updates the registry row in its own transaction (apply).
 func (promptOwner) MirrorsStatus() bool { return true }
 
-func (o promptOwner) job(ctx context.Context, tx bun.IDB, op db.Operation) (db.Job, error) {
+// job reads the job of op, locked FOR UPDATE when lock. The job's id is in the operation's
+// subject, so the read goes by primary key; sa_job has no index on operation_id, and a row
+// whose subject names no job of this operation is found by it the slow way.
+func (o promptOwner) job(ctx context.Context, tx bun.IDB, op db.Operation, lock bool) (db.Job, error) {
 	var job db.Job
-	err := tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID).Scan(ctx)
+	q := tx.NewSelect().Model(&job)
+	var subject struct {
+		JobID uuid.UUID `json:"job_id"`
+	}
+	if json.Unmarshal(op.Subject, &subject) == nil && subject.JobID != uuid.Nil {
+		q = q.Where("id = ?", subject.JobID)
+	}
+	q = q.Where("operation_id = ?", op.ID)
+	if lock {
+		q = q.For("UPDATE")
+	}
+	err := q.Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) && subject.JobID != uuid.Nil {
+		q = tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID)
+		if lock {
+			q = q.For("UPDATE")
+		}
+		err = q.Scan(ctx)
+	}
 	return job, err
 }
 
 func (o promptOwner) Report(ctx context.Context, tx bun.Tx, op db.Operation) (Report, error) {
-	job, err := o.job(ctx, tx, op)
+	job, err := o.job(ctx, tx, op, false)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Report{Status: deferred.StatusUnknown, ErrorKind: "unknown", ErrorMessage: "the job of this operation no longer exists"}, nil
 	}
@@ -43,11 +65,11 @@ func (o promptOwner) Report(ctx context.Context, tx bun.Tx, op db.Operation) (Re
 }
 
 func (o promptOwner) Cancel(ctx context.Context, tx bun.Tx, op db.Operation, errorKind string, actor Actor) error {
-	var job db.Job
-	if err := tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID).For("UPDATE").Scan(ctx); err != nil {
+	job, err := o.job(ctx, tx, op, true)
+	if err != nil {
 		return fmt.Errorf("lock job of operation %s: %w", op.ID, err)
 	}
-	_, err := o.s.cancelTx(ctx, tx, job, errorKind, actor)
+	_, err = o.s.cancelTx(ctx, tx, job, errorKind, actor)
 	return err
 }
 

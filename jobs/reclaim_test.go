@@ -102,23 +102,23 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 		j.RiverJobID == nil || *j.RiverJobID == oldVehicle {
 		t.Fatalf("reclaimed job %+v, want queued attempt 2 worker_crash on a new river job", j)
 	}
-	if st := e.riverState(*j.RiverJobID); st != "available" {
+	if st := e.RiverState(*j.RiverJobID); st != "available" {
 		t.Fatalf("new river job is %s", st)
 	}
 	if _, ok := e.riverMeta(oldVehicle)["cancel_attempted_at"]; !ok {
-		t.Fatalf("old river job %d was not cancelled (state %s)", oldVehicle, e.riverState(oldVehicle))
+		t.Fatalf("old river job %d was not cancelled (state %s)", oldVehicle, e.RiverState(oldVehicle))
 	}
-	if op := e.operation(*j.OperationID); op.Status != "pending" || op.LastErrorKind == nil || *op.LastErrorKind != jobs.KindWorkerCrash {
+	if op := e.Operation(*j.OperationID); op.Status != "pending" || op.LastErrorKind == nil || *op.LastErrorKind != jobs.KindWorkerCrash {
 		t.Fatalf("operation after reclaim: %s %v", op.Status, op.LastErrorKind)
 	}
-	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.reclaimed' AND subject_id = ?", s.JobID.String()); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.reclaimed' AND subject_id = ?", s.JobID.String()); n != 1 {
 		t.Fatalf("%d reclaim audit rows", n)
 	}
 
 	// A fresh worker process completes it.
 	svcB := e.service(fake, func(c *jobs.Config) { c.StaleAfter = 500 * time.Millisecond })
 	rtB := startRuntime(t, e, svcB, 2)
-	j = e.waitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
+	j = e.WaitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
 	if j.Attempt != 2 || !strings.HasPrefix(*j.WorkerClaim, rtB.ID()+"/") {
 		t.Fatalf("completed job %+v, want attempt 2 under the new runtime", j)
 	}
@@ -132,7 +132,7 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 		t.Fatal("the dead runtime never finished stopping")
 	}
 	<-stopped
-	if st := e.riverState(oldVehicle); st == "running" || st == "available" {
+	if st := e.RiverState(oldVehicle); st == "running" || st == "available" {
 		t.Fatalf("old river job is still %s after its execution ended", st)
 	}
 	assertOneResponse(t, e, s.PromptID, j)
@@ -145,19 +145,19 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 // prompt and that they are the job's.
 func assertOneResponse(t *testing.T, e *tenv, promptID any, j db.Job) {
 	t.Helper()
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", promptID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", promptID); n != 1 {
 		t.Fatalf("%d responses, want 1", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND id = ?", *j.ResponseID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND id = ?", *j.ResponseID); n != 1 {
 		t.Fatalf("the job's response %s is not the one written", *j.ResponseID)
 	}
-	if n := e.count("SELECT count(*) FROM sa_ledger WHERE job_id = ?", j.ID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_ledger WHERE job_id = ?", j.ID); n != 1 {
 		t.Fatalf("%d ledger rows, want 1", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_edge WHERE from_id = ?", promptID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_edge WHERE from_id = ?", promptID); n != 1 {
 		t.Fatalf("%d edges, want 1", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.succeeded' AND subject_id = ?", j.ID.String()); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.succeeded' AND subject_id = ?", j.ID.String()); n != 1 {
 		t.Fatalf("%d success audit rows, want 1", n)
 	}
 }
@@ -215,13 +215,13 @@ func TestConcurrentSafetyProof(t *testing.T) {
 		t.Fatal("worker A's context was not cancelled after its vehicle was")
 	}
 	startRuntime(t, e, svcB, 2)
-	won := e.waitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
+	won := e.WaitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
 	if won.Attempt != 2 {
 		t.Fatalf("winner %+v", won)
 	}
 	// Now the first call answers, late.
 	g.release()
-	waitFor(t, 20*time.Second, "old river job finalised", func() bool { return e.riverState(oldVehicle) != "running" })
+	waitFor(t, 20*time.Second, "old river job finalised", func() bool { return e.RiverState(oldVehicle) != "running" })
 	final := e.Job(s.JobID)
 	if final.State != "succeeded" || *final.WorkerClaim != *won.WorkerClaim || *final.ResponseID != *won.ResponseID || !final.UpdatedAt.Equal(won.UpdatedAt) {
 		t.Fatalf("the late writer changed the job: %+v → %+v", won, final)
@@ -234,7 +234,7 @@ func TestConcurrentSafetyProof(t *testing.T) {
 	if body != "winning answer" {
 		t.Fatalf("response body %q, want the winner's", body)
 	}
-	if n := e.count("SELECT count(*) FROM sa_event WHERE job_id = ? AND payload->>'state' = 'succeeded'", s.JobID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_event WHERE job_id = ? AND payload->>'state' = 'succeeded'", s.JobID); n != 1 {
 		t.Fatalf("%d succeeded events", n)
 	}
 }
@@ -253,8 +253,8 @@ func TestReclaimStuck(t *testing.T) {
 	old := e.Submit("started long ago")
 	last := e.Submit("out of attempts", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(1) })
 	c1, c2 := fake.waitCall(t, 10*time.Second), fake.waitCall(t, 10*time.Second)
-	e.waitState(old.JobID, jobs.StateRunning, 5*time.Second)
-	e.waitState(last.JobID, jobs.StateRunning, 5*time.Second)
+	e.WaitState(old.JobID, jobs.StateRunning, 5*time.Second)
+	e.WaitState(last.JobID, jobs.StateRunning, 5*time.Second)
 	if _, err := e.D.Bun.ExecContext(ctx, `UPDATE sa_job SET running_heartbeat_at = now() - interval '10 minutes',
 		started_at = CASE WHEN id = ? THEN now() - interval '1 hour' ELSE started_at END WHERE id IN (?, ?)`,
 		old.JobID, old.JobID, last.JobID); err != nil {
@@ -269,7 +269,7 @@ func TestReclaimStuck(t *testing.T) {
 		if j.State != "failed" || j.ErrorKind == nil || *j.ErrorKind != jobs.KindStuck || j.FinishedAt == nil || j.Attempt != 1 {
 			t.Fatalf("stuck job %+v", j)
 		}
-		if op := e.operation(*j.OperationID); op.Status != "timed-out" {
+		if op := e.Operation(*j.OperationID); op.Status != "timed-out" {
 			t.Fatalf("operation of a stuck job is %s, want timed-out", op.Status)
 		}
 	}
@@ -283,7 +283,7 @@ func TestReclaimStuck(t *testing.T) {
 	}
 	for _, s := range []jobs.Submitted{old, last} {
 		rid := *e.Job(s.JobID).RiverJobID
-		waitFor(t, 10*time.Second, "vehicle finalised", func() bool { return e.riverState(rid) == "cancelled" })
+		waitFor(t, 10*time.Second, "vehicle finalised", func() bool { return e.RiverState(rid) == "cancelled" })
 		j := e.Job(s.JobID)
 		if j.State != "failed" || *j.ErrorKind != jobs.KindStuck {
 			t.Fatalf("a late outcome overwrote the stuck job: %+v", j)
@@ -332,22 +332,22 @@ func TestLateWriterWhileSecondExecutionRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.waitCall(t, 10*time.Second)
-	running := e.waitState(s.JobID, jobs.StateRunning, 5*time.Second)
+	running := e.WaitState(s.JobID, jobs.StateRunning, 5*time.Second)
 	if running.Attempt != 2 || !strings.HasPrefix(*running.WorkerClaim, rtB.ID()+"/") {
 		t.Fatalf("second execution %+v", running)
 	}
 	// The first answer arrives now, while the second execution is in flight.
 	once1.Do(func() { close(first) })
-	waitFor(t, 20*time.Second, "old river job finalised", func() bool { return e.riverState(oldVehicle) != "running" })
+	waitFor(t, 20*time.Second, "old river job finalised", func() bool { return e.RiverState(oldVehicle) != "running" })
 	j := e.Job(s.JobID)
 	if j.State != "running" || *j.WorkerClaim != *running.WorkerClaim || j.ResponseID != nil {
 		t.Fatalf("the late writer changed the running job: %+v", j)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response'"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response'"); n != 0 {
 		t.Fatalf("the late writer wrote %d responses", n)
 	}
 	once2.Do(func() { close(second) })
-	j = e.waitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
+	j = e.WaitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
 	assertOneResponse(t, e, s.PromptID, j)
 	var body string
 	if err := e.D.Bun.QueryRowContext(ctx, "SELECT body FROM sa_entity WHERE id = ?", *j.ResponseID).Scan(&body); err != nil {
@@ -399,8 +399,8 @@ func TestReclaimMovesJobOffOrphanedVehicle(t *testing.T) {
 		t.Fatalf("second reclaim %+v, %v", again, err)
 	}
 	startRuntime(t, e, e.S, 1)
-	e.waitState(orphan.JobID, jobs.StateSucceeded, 10*time.Second)
-	if n := e.count("SELECT count(*) FROM sa_ledger WHERE job_id = ?", orphan.JobID); n != 1 {
+	e.WaitState(orphan.JobID, jobs.StateSucceeded, 10*time.Second)
+	if n := e.Count("SELECT count(*) FROM sa_ledger WHERE job_id = ?", orphan.JobID); n != 1 {
 		t.Errorf("%d ledger rows for the moved job, want 1", n)
 	}
 }

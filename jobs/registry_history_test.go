@@ -21,7 +21,7 @@ func completedPrompts(t *testing.T, e *tenv, n int) []jobs.Submitted {
 		subs[i] = e.Submit("history please")
 	}
 	for _, sub := range subs {
-		e.waitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
+		e.WaitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
 	}
 	if err := rt.Stop(context.Background(), 2*time.Second); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(re.Job.ID, jobs.StateSucceeded, 10*time.Second)
+	e.WaitState(re.Job.ID, jobs.StateSucceeded, 10*time.Second)
 	d2, err := r2.GetOperation(ctx, e.V, re.Operation.OperationID)
 	if err != nil || d2.ChainBrokenAt != -1 || len(d2.History) != 3 {
 		t.Fatalf("successor's history: %v, broken at %d, %d entries", err, d2.ChainBrokenAt, len(d2.History))

@@ -27,16 +27,16 @@ func TestRetryWhenTheProviderRepeatsItsRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := e.Submit("asked twice")
-	old := e.waitState(first.JobID, jobs.StateSucceeded, 20*time.Second)
+	old := e.WaitState(first.JobID, jobs.StateSucceeded, 20*time.Second)
 	r, err := e.S.Retry(ctx, e.V, old.ID, jobs.Actor{UserID: &e.U, Name: "member"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := e.waitState(r.Job.ID, jobs.StateSucceeded, 20*time.Second)
+	again := e.WaitState(r.Job.ID, jobs.StateSucceeded, 20*time.Second)
 	if old.ResponseID == nil || again.ResponseID == nil || *old.ResponseID == *again.ResponseID {
 		t.Fatalf("responses %v and %v; want two distinct responses", old.ResponseID, again.ResponseID)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", old.PromptID); n != 2 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", old.PromptID); n != 2 {
 		t.Errorf("%d responses to the prompt, want 2", n)
 	}
 }

@@ -103,7 +103,7 @@ func TestRetryProof(t *testing.T) {
 			t.Parallel()
 			e, rec := retryEnv(t, rnd)
 			s := e.Submit("flaky #sim:fail=provider_5xx:2")
-			j := e.waitState(s.JobID, jobs.StateSucceeded, 30*time.Second)
+			j := e.WaitState(s.JobID, jobs.StateSucceeded, 30*time.Second)
 			if j.Attempt != 3 || j.ErrorKind != nil || j.ResponseID == nil {
 				t.Fatalf("final job %+v, want succeeded on attempt 3 with errors cleared", j)
 			}
@@ -133,17 +133,17 @@ func TestRetryProof(t *testing.T) {
 			if n := rec.callCount(s.JobID); n != 3 {
 				t.Errorf("provider called %d times, want 3", n)
 			}
-			if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", s.PromptID); n != 1 {
+			if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response' AND parent_id = ?", s.PromptID); n != 1 {
 				t.Errorf("%d responses, want 1", n)
 			}
 			var statuses []string
-			for _, h := range e.history(*j.OperationID) {
+			for _, h := range e.History(*j.OperationID) {
 				statuses = append(statuses, h.Status)
 			}
 			if got := strings.Join(statuses, ","); got != "pending,running,pending,running,pending,running,completed" {
 				t.Errorf("operation history %s", got)
 			}
-			waitFor(t, 10*time.Second, "river job completed", func() bool { return e.riverState(*j.RiverJobID) == "completed" })
+			waitFor(t, 10*time.Second, "river job completed", func() bool { return e.RiverState(*j.RiverJobID) == "completed" })
 		})
 	}
 }
@@ -162,7 +162,7 @@ func TestRetryRateLimit(t *testing.T) {
 		{with, func(d time.Duration) bool { return d == 7*time.Second }, "exactly 7s"},
 		{without, func(d time.Duration) bool { return d >= 60*time.Second }, "at least 60s"},
 	} {
-		j := e.waitState(c.s.JobID, jobs.StateSucceeded, 30*time.Second)
+		j := e.WaitState(c.s.JobID, jobs.StateSucceeded, 30*time.Second)
 		if j.Attempt != 2 {
 			t.Fatalf("job %+v, want success on attempt 2", j)
 		}
@@ -193,25 +193,25 @@ func TestRetryNonRetryableAndExhausted(t *testing.T) {
 	timeout := e.Submit("never answers in time #sim:fail=timeout", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(2) })
 	for _, k := range kinds {
 		s := subs[k]
-		j := e.waitState(s.JobID, jobs.StateFailed, 30*time.Second)
+		j := e.WaitState(s.JobID, jobs.StateFailed, 30*time.Second)
 		if j.Attempt != 1 || j.ErrorKind == nil || *j.ErrorKind != k || j.ErrorMessage == nil || j.FinishedAt == nil || j.ResponseID != nil {
 			t.Errorf("%s: job %+v, want failed on attempt 1 with that kind", k, j)
 		}
 		if n := rec.callCount(s.JobID); n != 1 {
 			t.Errorf("%s: provider called %d times, want 1", k, n)
 		}
-		op := e.operation(*j.OperationID)
+		op := e.Operation(*j.OperationID)
 		if op.Status != "failed" || op.LastErrorKind == nil || *op.LastErrorKind != k {
 			t.Errorf("%s: operation %s last error %v", k, op.Status, op.LastErrorKind)
 		}
 		if got := eventStates(e.jobEvents(s.JobID)); got != "queued/1 running/1 failed/1" {
 			t.Errorf("%s: state changes %q", k, got)
 		}
-		if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.failed' AND subject_id = ?", s.JobID.String()); n != 1 {
+		if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.failed' AND subject_id = ?", s.JobID.String()); n != 1 {
 			t.Errorf("%s: %d failure audit rows", k, n)
 		}
 	}
-	j := e.waitState(timeout.JobID, jobs.StateFailed, 30*time.Second)
+	j := e.WaitState(timeout.JobID, jobs.StateFailed, 30*time.Second)
 	if j.Attempt != 2 || j.ErrorKind == nil || *j.ErrorKind != "timeout" {
 		t.Errorf("timeout job %+v, want failed on attempt 2 with kind timeout", j)
 	}
@@ -221,18 +221,18 @@ func TestRetryNonRetryableAndExhausted(t *testing.T) {
 	if got := eventStates(e.jobEvents(timeout.JobID)); got != "queued/1 running/1 queued/2 running/2 failed/2" {
 		t.Errorf("timeout: state changes %q", got)
 	}
-	if op := e.operation(*j.OperationID); op.Status != "timed-out" {
+	if op := e.Operation(*j.OperationID); op.Status != "timed-out" {
 		t.Errorf("timeout: operation status %s, want timed-out", op.Status)
 	}
 	// River never runs a finished job again: every vehicle ends finalised.
 	for _, s := range append([]jobs.Submitted{timeout}, subs["auth"], subs["parse"], subs["provider_4xx"]) {
 		rid := *e.Job(s.JobID).RiverJobID
 		waitFor(t, 10*time.Second, "river job finalised", func() bool {
-			st := e.riverState(rid)
+			st := e.RiverState(rid)
 			return st == "cancelled" || st == "completed" || st == "discarded"
 		})
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'response'"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'response'"); n != 0 {
 		t.Errorf("%d responses written for failed jobs", n)
 	}
 }

@@ -18,7 +18,7 @@ func (e *tenv) rowCounts() map[string]int {
 	e.T.Helper()
 	out := map[string]int{}
 	for _, tbl := range []string{"sa_entity", "sa_job", "sa_operation", "sa_operation_history", "river_job", "sa_event", "sa_idempotency", "sa_audit"} {
-		out[tbl] = e.count("SELECT count(*) FROM " + tbl)
+		out[tbl] = e.Count("SELECT count(*) FROM " + tbl)
 	}
 	return out
 }
@@ -48,7 +48,7 @@ func TestSubmitIdempotency(t *testing.T) {
 	if trimmed := e.Submit("  same body\n", withKey("key-1")); trimmed.JobID != first.JobID {
 		t.Fatalf("the same body with padding got a new job")
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE kind = 'prompt'"); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE kind = 'prompt'"); n != 1 {
 		t.Fatalf("%d prompts after replays, want 1", n)
 	}
 
@@ -105,14 +105,14 @@ func TestSubmitIdempotency(t *testing.T) {
 	if fresh != 1 {
 		t.Fatalf("%d twins were not replays, want 1", fresh)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity WHERE body = 'concurrent body'"); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_entity WHERE body = 'concurrent body'"); n != 1 {
 		t.Fatalf("%d prompt rows for concurrent twins", n)
 	}
-	if n := e.count("SELECT count(*) FROM sa_job WHERE prompt_id = ?", got[0].PromptID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_job WHERE prompt_id = ?", got[0].PromptID); n != 1 {
 		t.Fatalf("%d jobs for concurrent twins", n)
 	}
-	if n := e.count("SELECT count(*) FROM river_job"); n != e.count("SELECT count(*) FROM sa_job") {
-		t.Fatalf("%d river jobs for %d jobs", n, e.count("SELECT count(*) FROM sa_job"))
+	if n := e.Count("SELECT count(*) FROM river_job"); n != e.Count("SELECT count(*) FROM sa_job") {
+		t.Fatalf("%d river jobs for %d jobs", n, e.Count("SELECT count(*) FROM sa_job"))
 	}
 	// Without a key, the same body twice is two submissions.
 	a, b := e.Submit("no key"), e.Submit("no key")

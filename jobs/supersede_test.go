@@ -43,8 +43,8 @@ func TestRetryBySupersede(t *testing.T) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	old := e.waitState(failing.JobID, jobs.StateFailed, 20*time.Second)
-	e.waitState(blocking.JobID, jobs.StateRunning, 20*time.Second)
+	old := e.WaitState(failing.JobID, jobs.StateFailed, 20*time.Second)
+	e.WaitState(blocking.JobID, jobs.StateRunning, 20*time.Second)
 	// Running: no retry.
 	if _, err := e.S.Retry(ctx, e.V, blocking.JobID, actor); !errors.Is(err, jobs.ErrConflict) {
 		t.Fatalf("retry of a running job: %v, want ErrConflict", err)
@@ -54,7 +54,7 @@ func TestRetryBySupersede(t *testing.T) {
 	if _, err := e.S.Retry(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, old.ID, actor); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("retry from another org: %v, want ErrNotFound", err)
 	}
-	oldHistory := len(e.history(*old.OperationID))
+	oldHistory := len(e.History(*old.OperationID))
 
 	r, err := e.S.Retry(ctx, e.V, old.ID, actor)
 	if err != nil {
@@ -72,11 +72,11 @@ func TestRetryBySupersede(t *testing.T) {
 	if got := e.Job(old.ID); got.State != "superseded" || got.ErrorKind == nil || *got.ErrorKind != "provider_4xx" {
 		t.Fatalf("old job after retry %+v", got)
 	}
-	oldOp := e.operation(*old.OperationID)
+	oldOp := e.Operation(*old.OperationID)
 	if oldOp.Status != "failed" || oldOp.SuccessorID == nil || *oldOp.SuccessorID != r.Operation.OperationID {
 		t.Fatalf("old operation %s successor %v, want failed naming %s", oldOp.Status, oldOp.SuccessorID, r.Operation.OperationID)
 	}
-	hist := e.history(*old.OperationID)
+	hist := e.History(*old.OperationID)
 	if len(hist) != oldHistory || hist[len(hist)-1].Status != "failed" {
 		t.Fatalf("old operation history grew: %d → %d", oldHistory, len(hist))
 	}
@@ -87,12 +87,12 @@ func TestRetryBySupersede(t *testing.T) {
 	if at, err := deferred.VerifyChain(entries); at != -1 {
 		t.Fatalf("old operation history broken at %d: %v", at, err)
 	}
-	if n := e.count("SELECT count(*) FROM sa_audit WHERE action = 'job.retried' AND subject_id = ?", old.ID.String()); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.retried' AND subject_id = ?", old.ID.String()); n != 1 {
 		t.Fatalf("%d retry audit rows", n)
 	}
 
 	// The new job runs and succeeds.
-	done := e.waitState(nj.ID, jobs.StateSucceeded, 20*time.Second)
+	done := e.WaitState(nj.ID, jobs.StateSucceeded, 20*time.Second)
 	if done.ResponseID == nil {
 		t.Fatal("retried job without a response")
 	}
@@ -140,7 +140,7 @@ func TestRetryBySupersede(t *testing.T) {
 	if got := e.Job(blocking.JobID); got.State != "superseded" {
 		t.Fatalf("cancelled job after retry: %s", got.State)
 	}
-	if op := e.operation(*e.Job(blocking.JobID).OperationID); op.Status != "cancelled" || op.SuccessorID == nil || *op.SuccessorID != r2.Operation.OperationID {
+	if op := e.Operation(*e.Job(blocking.JobID).OperationID); op.Status != "cancelled" || op.SuccessorID == nil || *op.SuccessorID != r2.Operation.OperationID {
 		t.Fatalf("cancelled job's operation %s successor %v", op.Status, op.SuccessorID)
 	}
 	// Two concurrent retries of one job: exactly one wins.
@@ -155,7 +155,7 @@ func TestRetryBySupersede(t *testing.T) {
 	if (e1 == nil) == (e2 == nil) || !(errors.Is(e1, jobs.ErrConflict) || errors.Is(e2, jobs.ErrConflict)) {
 		t.Fatalf("concurrent retries: %v and %v, want one success and one ErrConflict", e1, e2)
 	}
-	if n := e.count("SELECT count(*) FROM sa_job WHERE supersedes = ?", r2.Job.ID); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_job WHERE supersedes = ?", r2.Job.ID); n != 1 {
 		t.Fatalf("%d successors of one job", n)
 	}
 }

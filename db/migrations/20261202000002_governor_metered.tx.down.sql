@@ -46,3 +46,25 @@ BEGIN
     WHERE model = p_model;
     RETURN QUERY SELECT true, s, t_now, false;
 END $$;
+
+CREATE OR REPLACE FUNCTION asterion_governor_observe(p_model TEXT, p_limit_rpm INTEGER, p_limit_tpm INTEGER,
+                                          p_pause DOUBLE PRECISION, p_tpm INTEGER, p_token_debt INTEGER,
+                                          p_limited BOOLEAN)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+DECLARE
+    t_now TIMESTAMPTZ := clock_timestamp();
+    tpm   INTEGER;
+BEGIN
+    INSERT INTO sa_governor (model) VALUES (p_model) ON CONFLICT (model) DO NOTHING;
+    SELECT CASE WHEN p_tpm > 0 THEN p_tpm ELSE learned_tpm END INTO tpm FROM sa_governor WHERE model = p_model;
+    UPDATE sa_governor SET
+        learned_rpm = CASE WHEN p_limit_rpm > 0 THEN p_limit_rpm ELSE learned_rpm END,
+        learned_tpm = CASE WHEN p_limit_tpm > 0 THEN p_limit_tpm ELSE learned_tpm END,
+        paused_until = CASE WHEN p_pause > 0 THEN greatest(paused_until, t_now + make_interval(secs => p_pause))
+                            ELSE paused_until END,
+        tok_tat = CASE WHEN tpm > 0 AND p_token_debt <> 0 AND tok_tat > t_now - interval '1 minute'
+                       THEN tok_tat + make_interval(secs => p_token_debt * 60.0 / tpm) ELSE tok_tat END,
+        limited = limited + CASE WHEN p_limited THEN 1 ELSE 0 END,
+        updated_at = t_now
+    WHERE model = p_model;
+END $$;

@@ -1,8 +1,17 @@
--- asterion_governor_reserve also says whether a token limit is in force for the model, so a
--- caller need not record a call's token debt where no token limiter would use it. A model with
--- no limit in force and no pause is granted by one UPDATE instead of a locking read and an
--- UPDATE: every worker takes this row's lock at every call start, and the shorter it is held
--- the less they queue behind each other.
+-- Every worker of every process takes a model's row lock at each call start (and, where the
+-- provider says something worth recording, at its end), so the time the lock is held bounds the
+-- calls started per second. Three things keep it short:
+--
+-- * Both functions commit without waiting for the WAL flush (synchronous_commit off for their
+--   own transaction). A row lock is released at commit, so with a synchronous commit every
+--   reservation waited for its own disk flush while the next one waited for the lock. The row
+--   is soft state: a database crash may lose the last fraction of a second of reservations, so
+--   a few calls may start early once, and the provider's 429 and its Retry-After pause catch
+--   them.
+-- * A model with no limit in force and no pause is granted by one UPDATE instead of a locking
+--   read and an UPDATE.
+-- * asterion_governor_reserve says whether a token limit is in force for the model, so a
+--   caller need not record a call's token debt where no token limiter would use it.
 DROP FUNCTION asterion_governor_reserve(TEXT, INTEGER, INTEGER, INTEGER, DOUBLE PRECISION, INTEGER);
 
 CREATE FUNCTION asterion_governor_reserve(p_model TEXT, p_rpm INTEGER, p_tpm INTEGER, p_tokens INTEGER,
@@ -18,6 +27,7 @@ DECLARE
     t_tok DOUBLE PRECISION := 0;
     s     TIMESTAMPTZ;
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     IF p_rpm <= 0 AND p_tpm <= 0 THEN
         t_now := clock_timestamp();
         UPDATE sa_governor SET calls = calls + 1, updated_at = t_now
@@ -60,4 +70,27 @@ BEGIN
         updated_at = t_now
     WHERE model = p_model;
     RETURN QUERY SELECT true, s, t_now, false, tpm > 0;
+END $$;
+
+CREATE OR REPLACE FUNCTION asterion_governor_observe(p_model TEXT, p_limit_rpm INTEGER, p_limit_tpm INTEGER,
+                                          p_pause DOUBLE PRECISION, p_tpm INTEGER, p_token_debt INTEGER,
+                                          p_limited BOOLEAN)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+DECLARE
+    t_now TIMESTAMPTZ := clock_timestamp();
+    tpm   INTEGER;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    INSERT INTO sa_governor (model) VALUES (p_model) ON CONFLICT (model) DO NOTHING;
+    SELECT CASE WHEN p_tpm > 0 THEN p_tpm ELSE learned_tpm END INTO tpm FROM sa_governor WHERE model = p_model;
+    UPDATE sa_governor SET
+        learned_rpm = CASE WHEN p_limit_rpm > 0 THEN p_limit_rpm ELSE learned_rpm END,
+        learned_tpm = CASE WHEN p_limit_tpm > 0 THEN p_limit_tpm ELSE learned_tpm END,
+        paused_until = CASE WHEN p_pause > 0 THEN greatest(paused_until, t_now + make_interval(secs => p_pause))
+                            ELSE paused_until END,
+        tok_tat = CASE WHEN tpm > 0 AND p_token_debt <> 0 AND tok_tat > t_now - interval '1 minute'
+                       THEN tok_tat + make_interval(secs => p_token_debt * 60.0 / tpm) ELSE tok_tat END,
+        limited = limited + CASE WHEN p_limited THEN 1 ELSE 0 END,
+        updated_at = t_now
+    WHERE model = p_model;
 END $$;

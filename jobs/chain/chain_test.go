@@ -20,24 +20,24 @@ import (
 
 // submitChain submits a chain as the env's member and fails the test on error.
 func (e *tenv) submitChain(req chain.Request) chain.Accepted {
-	e.t.Helper()
-	req.Viewer = e.v
+	e.T.Helper()
+	req.Viewer = e.V
 	out, err := e.c.Submit(context.Background(), req)
 	if err != nil {
-		e.t.Fatalf("SubmitChain: %v", err)
+		e.T.Fatalf("SubmitChain: %v", err)
 	}
 	return out
 }
 
 // waitChain waits until the chain is in one of states.
 func (e *tenv) waitChain(id uuid.UUID, timeout time.Duration, states ...string) chain.Detail {
-	e.t.Helper()
+	e.T.Helper()
 	var d chain.Detail
-	waitFor(e.t, timeout, "chain "+id.String()+" to be "+strings.Join(states, "|"), func() bool {
+	waitFor(e.T, timeout, "chain "+id.String()+" to be "+strings.Join(states, "|"), func() bool {
 		var err error
-		d, err = e.c.Get(context.Background(), e.v, id)
+		d, err = e.c.Get(context.Background(), e.V, id)
 		if err != nil {
-			e.t.Fatalf("GetChain: %v", err)
+			e.T.Fatalf("GetChain: %v", err)
 		}
 		for _, s := range states {
 			if d.Chain.State == s {
@@ -50,10 +50,10 @@ func (e *tenv) waitChain(id uuid.UUID, timeout time.Duration, states ...string) 
 }
 
 func (e *tenv) entity(id uuid.UUID) db.Entity {
-	e.t.Helper()
+	e.T.Helper()
 	var en db.Entity
-	if err := e.d.Bun.NewSelect().Model(&en).Where("id = ?", id).Scan(context.Background()); err != nil {
-		e.t.Fatalf("read entity %s: %v", id, err)
+	if err := e.D.Bun.NewSelect().Model(&en).Where("id = ?", id).Scan(context.Background()); err != nil {
+		e.T.Fatalf("read entity %s: %v", id, err)
 	}
 	return en
 }
@@ -69,7 +69,7 @@ func steps(texts ...string) []chain.Step {
 func TestChainThreeStepsResumeInOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.s, 4)
+	startRuntime(t, e, e.S, 4)
 	start := time.Now()
 	acc := e.submitChain(chain.Request{Steps: steps("alpha", "beta", "gamma")})
 	h := validHandleDoc(t, acc.Operation)
@@ -92,7 +92,7 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 		if st.State != "completed" || st.OperationStatus != "completed" || st.ResponseID == nil || st.JobID == nil {
 			t.Fatalf("step %d: %+v", i+1, st)
 		}
-		job := e.job(*st.JobID)
+		job := e.Job(*st.JobID)
 		prompt := e.entity(*st.PromptID)
 		resp := e.entity(*st.ResponseID)
 		want := []string{"alpha", "beta", "gamma"}[i]
@@ -111,7 +111,7 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 		if prompt.CorrelationID != acc.Chain.ID {
 			t.Errorf("step %d correlation %s, want the chain id", i+1, prompt.CorrelationID)
 		}
-		op := e.operation(*st.OperationID)
+		op := e.Operation(*st.OperationID)
 		if op.ContinuationDigest == nil || len(*op.ContinuationDigest) != 64 {
 			t.Errorf("step %d operation has no continuation digest", i+1)
 		}
@@ -132,13 +132,13 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 	if string(gotResp) != string(wantResp) {
 		t.Errorf("result responses %s, want %s", gotResp, wantResp)
 	}
-	if n := e.count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
 		t.Errorf("%d continuations left after the chain completed", n)
 	}
-	if got := strings.Join(e.historyStatuses(acc.Chain.OperationID), ","); got != "running,completed" {
+	if got := strings.Join(e.HistoryStatuses(acc.Chain.OperationID), ","); got != "running,completed" {
 		t.Errorf("chain history %s", got)
 	}
-	det, err := jobstest.NewReads(t, e.s).GetOperation(context.Background(), e.op, acc.Chain.OperationID)
+	det, err := jobstest.NewReads(t, e.S).GetOperation(context.Background(), e.Op, acc.Chain.OperationID)
 	if err != nil || det.ChainBrokenAt != -1 || det.Operation.ContinuationDigest == nil {
 		t.Errorf("chain operation detail: %v, broken at %d, digest %v", err, det.ChainBrokenAt, det.Operation.ContinuationDigest)
 	}
@@ -147,7 +147,7 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.s, 4)
+	startRuntime(t, e, e.S, 4)
 	acc := e.submitChain(chain.Request{Steps: steps("one", "two #sim:fail=provider_4xx", "three")})
 	d := e.waitChain(acc.Chain.ID, 20*time.Second, chain.Completed, chain.Failed)
 	if d.Chain.State != chain.Failed {
@@ -180,7 +180,7 @@ func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 	if st["status"] != "failed" || errObj["kind"] != "step_failed" || !strings.Contains(errObj["message"].(string), "step 2") {
 		t.Errorf("chain status %v", st)
 	}
-	if n := e.count("SELECT count(*) FROM sa_job WHERE prompt_id IN (SELECT id FROM sa_entity WHERE correlation_id = ?)", acc.Chain.ID); n != 2 {
+	if n := e.Count("SELECT count(*) FROM sa_job WHERE prompt_id IN (SELECT id FROM sa_entity WHERE correlation_id = ?)", acc.Chain.ID); n != 2 {
 		t.Errorf("%d jobs ran, want 2", n)
 	}
 }
@@ -198,14 +198,14 @@ func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
 		!strings.Contains(errObj["message"].(string), "reject-as-failure") {
 		t.Fatalf("status %v", st)
 	}
-	if n := e.count("SELECT count(*) FROM sa_entity"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_entity"); n != 0 {
 		t.Errorf("%d prompts written for a rejected chain", n)
 	}
-	d, err := e.c.Get(context.Background(), e.v, acc.Chain.ID)
+	d, err := e.c.Get(context.Background(), e.V, acc.Chain.ID)
 	if err != nil || d.Chain.State != chain.Failed || d.Steps[0].State != "skipped" || d.Operation.DiagnosticsDigest == nil {
 		t.Fatalf("chain %+v: %v", d.Chain, err)
 	}
-	if got := strings.Join(e.historyStatuses(acc.Chain.OperationID), ","); got != "pending,failed" {
+	if got := strings.Join(e.HistoryStatuses(acc.Chain.OperationID), ","); got != "pending,failed" {
 		t.Errorf("history %s", got)
 	}
 }
@@ -213,29 +213,29 @@ func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
 func TestChainCancelWhileSuspended(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 	acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
-	d, _ := e.c.Get(context.Background(), e.v, acc.Chain.ID)
-	e.waitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
-	doc, err := e.s.CancelOperation(context.Background(), e.v, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+	d, _ := e.c.Get(context.Background(), e.V, acc.Chain.ID)
+	e.WaitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
+	doc, err := e.S.CancelOperation(context.Background(), e.V, acc.Chain.OperationID, jobs.Actor{Name: "test"})
 	if err != nil {
 		t.Fatalf("cancel chain: %v", err)
 	}
 	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status %v", st)
 	}
-	d, _ = e.c.Get(context.Background(), e.v, acc.Chain.ID)
+	d, _ = e.c.Get(context.Background(), e.V, acc.Chain.ID)
 	if d.Chain.State != chain.Cancelled || d.Steps[0].State != "cancelled" || d.Steps[1].State != "skipped" {
 		t.Fatalf("chain %s steps %s/%s", d.Chain.State, d.Steps[0].State, d.Steps[1].State)
 	}
-	if j := e.job(*d.Steps[0].JobID); j.State != string(jobs.StateCancelled) {
+	if j := e.Job(*d.Steps[0].JobID); j.State != string(jobs.StateCancelled) {
 		t.Errorf("step 1 job %s, want cancelled", j.State)
 	}
-	if n := e.count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
+	if n := e.Count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
 		t.Errorf("%d continuations left after cancel", n)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if n := e.count("SELECT count(*) FROM sa_job"); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_job"); n != 1 {
 		t.Errorf("%d jobs, want only step 1's", n)
 	}
 }
@@ -246,9 +246,9 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 	lockJob := func(id uuid.UUID) bun.Tx {
-		tx, err := e.d.Bun.BeginTx(context.Background(), nil)
+		tx, err := e.D.Bun.BeginTx(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,8 +266,8 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 		{"lock outlasting the retries", 3 * time.Second, true},
 	} {
 		acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
-		d, _ := e.c.Get(context.Background(), e.v, acc.Chain.ID)
-		e.waitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
+		d, _ := e.c.Get(context.Background(), e.V, acc.Chain.ID)
+		e.WaitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
 		tx := lockJob(*d.Steps[0].JobID)
 		released := make(chan struct{})
 		go func() {
@@ -275,7 +275,7 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 			_ = tx.Rollback()
 			close(released)
 		}()
-		doc, err := e.s.CancelOperation(context.Background(), e.v, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+		doc, err := e.S.CancelOperation(context.Background(), e.V, acc.Chain.OperationID, jobs.Actor{Name: "test"})
 		var refused *jobs.ErrNotCancelable
 		if tc.wantBusy {
 			if !errors.As(err, &refused) || !refused.Busy {

@@ -20,7 +20,7 @@ func TestNewNeedsJobs(t *testing.T) {
 func TestNewRegistersTheOwner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
-	kinds := strings.Join(e.s.Registry().Kinds(), ",")
+	kinds := strings.Join(e.S.Registry().Kinds(), ",")
 	if !strings.Contains(kinds, chain.Kind) {
 		t.Fatalf("registered kinds %s, want %s among them", kinds, chain.Kind)
 	}

@@ -100,38 +100,38 @@ func (rc *hookReceiver) byID() map[string]int {
 // setWebhook configures the org's webhook, its secret sealed with the tests' key as
 // `asterion org set-webhook` stores it.
 func (e *tenv) setWebhook(url, secret string) {
-	e.t.Helper()
-	sealed, err := delivery.SealSecret(testKey, e.o, secret)
+	e.T.Helper()
+	sealed, err := delivery.SealSecret(testKey, e.O, secret)
 	if err != nil {
-		e.t.Fatalf("seal the webhook secret: %v", err)
+		e.T.Fatalf("seal the webhook secret: %v", err)
 	}
-	if _, err := e.d.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_url = ?, webhook_secret = ? WHERE id = ?",
-		url, sealed, e.o); err != nil {
-		e.t.Fatalf("set webhook: %v", err)
+	if _, err := e.D.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_url = ?, webhook_secret = ? WHERE id = ?",
+		url, sealed, e.O); err != nil {
+		e.T.Fatalf("set webhook: %v", err)
 	}
 }
 
 // deliveryOfJob reads the delivery ledger row of a prompt job.
 func (e *tenv) deliveryOfJob(jobID uuid.UUID) (delivery.Delivery, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	var d []delivery.Delivery
-	if err := e.d.Bun.NewSelect().Model(&d).Where("job_id = ?", jobID).Scan(context.Background()); err != nil {
-		e.t.Fatalf("read delivery of job %s: %v", jobID, err)
+	if err := e.D.Bun.NewSelect().Model(&d).Where("job_id = ?", jobID).Scan(context.Background()); err != nil {
+		e.T.Fatalf("read delivery of job %s: %v", jobID, err)
 	}
 	if len(d) == 0 {
 		return delivery.Delivery{}, false
 	}
 	if len(d) > 1 {
-		e.t.Fatalf("%d deliveries for job %s, want at most one", len(d), jobID)
+		e.T.Fatalf("%d deliveries for job %s, want at most one", len(d), jobID)
 	}
 	return d[0], true
 }
 
 // waitDelivery waits until the job's delivery is in one of states.
 func (e *tenv) waitDelivery(jobID uuid.UUID, timeout time.Duration, states ...string) delivery.Delivery {
-	e.t.Helper()
+	e.T.Helper()
 	var d delivery.Delivery
-	waitFor(e.t, timeout, "delivery of job "+jobID.String()+" to be "+strings.Join(states, "|"), func() bool {
+	waitFor(e.T, timeout, "delivery of job "+jobID.String()+" to be "+strings.Join(states, "|"), func() bool {
 		var ok bool
 		d, ok = e.deliveryOfJob(jobID)
 		if !ok {
@@ -149,12 +149,12 @@ func (e *tenv) waitDelivery(jobID uuid.UUID, timeout time.Duration, states ...st
 
 // statusJSON marshals the operation's status document and validates it against the schema.
 func (e *tenv) statusJSON(v jobs.Viewer, id uuid.UUID) map[string]any {
-	e.t.Helper()
-	doc, err := e.s.OperationStatus(context.Background(), v, id)
+	e.T.Helper()
+	doc, err := e.S.OperationStatus(context.Background(), v, id)
 	if err != nil {
-		e.t.Fatalf("status of %s: %v", id, err)
+		e.T.Fatalf("status of %s: %v", id, err)
 	}
-	return validStatusDoc(e.t, doc)
+	return validStatusDoc(e.T, doc)
 }
 
 func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
@@ -174,18 +174,18 @@ func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
 // historyStatuses lists the statuses of an operation's history.
 func (e *tenv) historyStatuses(id uuid.UUID) []string {
 	var out []string
-	for _, h := range e.history(id) {
+	for _, h := range e.History(id) {
 		out = append(out, h.Status)
 	}
 	return out
 }
 
 func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []delivery.Attempt {
-	e.t.Helper()
+	e.T.Helper()
 	var rows []delivery.Attempt
-	if err := e.d.Bun.NewSelect().Model(&rows).Where("delivery_id = ?", deliveryID).OrderExpr("attempt").
+	if err := e.D.Bun.NewSelect().Model(&rows).Where("delivery_id = ?", deliveryID).OrderExpr("attempt").
 		Scan(context.Background()); err != nil {
-		e.t.Fatalf("read attempts: %v", err)
+		e.T.Fatalf("read attempts: %v", err)
 	}
 	return rows
 }
@@ -205,10 +205,10 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		return http.StatusOK
 	})
 	e.setWebhook(rc.srv.URL+"/hook", rc.secret)
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 	start := time.Now()
-	sub := e.submit("deliver me")
-	job := e.waitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
+	sub := e.Submit("deliver me")
+	job := e.WaitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Delivered)
 	t.Logf("submitted → delivered after a 500 and a retry: %s", time.Since(start))
 
@@ -278,7 +278,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		t.Errorf("an altered body: %v, want no signature match", err)
 	}
 	var resp db.Entity
-	if err := e.d.Bun.NewSelect().Model(&resp).Where("id = ?", *job.ResponseID).Scan(context.Background()); err != nil {
+	if err := e.D.Bun.NewSelect().Model(&resp).Where("id = ?", *job.ResponseID).Scan(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	doc := reqs[1].doc
@@ -299,7 +299,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		"prompt_id": sub.PromptID.String(), "job_id": sub.JobID.String(), "response_id": job.ResponseID.String()}, ""); d.OperationID != wantID {
 		t.Errorf("delivery operation id %s, want the deterministic %s", d.OperationID, wantID)
 	}
-	st := e.statusJSON(e.v, d.OperationID)
+	st := e.statusJSON(e.V, d.OperationID)
 	if st["status"] != "completed" || st["kind"] != delivery.Kind {
 		t.Fatalf("status %v", st)
 	}
@@ -307,10 +307,10 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 	if res["delivery_id"] != d.ID.String() || res["status_code"] != float64(200) || res["attempts"] != float64(2) {
 		t.Errorf("result %v", res)
 	}
-	if got := strings.Join(e.historyStatuses(d.OperationID), ","); got != "pending,running,completed" {
+	if got := strings.Join(e.HistoryStatuses(d.OperationID), ","); got != "pending,running,completed" {
 		t.Errorf("history %s, want pending,running,completed", got)
 	}
-	det, err := jobstest.NewReads(t, e.s).GetOperation(context.Background(), e.v, d.OperationID)
+	det, err := jobstest.NewReads(t, e.S).GetOperation(context.Background(), e.V, d.OperationID)
 	if err != nil || det.ChainBrokenAt != -1 {
 		t.Fatalf("GetOperation: %v, broken at %d", err, det.ChainBrokenAt)
 	}
@@ -320,7 +320,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		t.Errorf("hookReceiver got %d requests after delivery, want still 2", n)
 	}
 	// A second org without a webhook gets no delivery.
-	if n := e.count("SELECT count(*) FROM sa_operation WHERE kind = ?", delivery.Kind); n != 1 {
+	if n := e.Count("SELECT count(*) FROM sa_operation WHERE kind = ?", delivery.Kind); n != 1 {
 		t.Errorf("%d delivery operations, want 1", n)
 	}
 }
@@ -329,21 +329,21 @@ func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
 	rc := newHookReceiver(t, func(int, hookRequest) int { return http.StatusNotFound })
-	startRuntime(t, e, e.s, 2)
+	startRuntime(t, e, e.S, 2)
 
-	plain := e.submit("no webhook yet")
-	e.waitState(plain.JobID, jobs.StateSucceeded, 10*time.Second)
+	plain := e.Submit("no webhook yet")
+	e.WaitState(plain.JobID, jobs.StateSucceeded, 10*time.Second)
 	if _, ok := e.deliveryOfJob(plain.JobID); ok {
 		t.Fatal("a delivery was accepted for an org without a webhook")
 	}
 
 	e.setWebhook(rc.srv.URL, rc.secret)
-	sub := e.submit("to a missing endpoint")
+	sub := e.Submit("to a missing endpoint")
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if d.Attempts != 1 || strv(d.ErrorKind) != "receiver_4xx" || len(rc.requests()) != 1 {
 		t.Fatalf("delivery %+v after %d requests: want one attempt failing receiver_4xx", d, len(rc.requests()))
 	}
-	st := e.statusJSON(e.v, d.OperationID)
+	st := e.statusJSON(e.V, d.OperationID)
 	errObj, _ := st["error"].(map[string]any)
 	if st["status"] != "failed" || errObj["kind"] != "receiver_4xx" || !strings.Contains(errObj["message"].(string), "404") {
 		t.Errorf("status %v", st)
@@ -363,7 +363,7 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 
 	var ds [3]delivery.Delivery
 	for i := range ds {
-		res, err := e.s.RunSync(ctx, e.v, "sync prompt")
+		res, err := e.S.RunSync(ctx, e.V, "sync prompt")
 		if err != nil || res.Job.State != string(jobs.StateSucceeded) {
 			t.Fatalf("RunSync: %v, job %+v", err, res.Job)
 		}
@@ -371,26 +371,26 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 		if !ok || d.State != delivery.Accepted || d.RiverJobID == nil {
 			t.Fatalf("delivery after accept: %+v (found %v)", d, ok)
 		}
-		if st := e.statusJSON(e.v, d.OperationID); st["status"] != "pending" || st["cancel_href"] == nil {
+		if st := e.statusJSON(e.V, d.OperationID); st["status"] != "pending" || st["cancel_href"] == nil {
 			t.Fatalf("accepted delivery status %v: want pending and cancelable", st)
 		}
 		ds[i] = d
 	}
 	// ds[0]: its River job is still there. ds[1]: its River job is gone.
-	if _, err := e.d.Bun.ExecContext(ctx, "DELETE FROM river_job WHERE id = ?", *ds[1].RiverJobID); err != nil {
+	if _, err := e.D.Bun.ExecContext(ctx, "DELETE FROM river_job WHERE id = ?", *ds[1].RiverJobID); err != nil {
 		t.Fatal(err)
 	}
 	// ds[2]: an execution marked it in flight and died: the ledger says in_flight since long
 	// ago, its River job is still running (nobody rescued it yet).
-	if _, err := e.d.Bun.ExecContext(ctx, `UPDATE sa_delivery SET state = 'in_flight', attempts = 1,
+	if _, err := e.D.Bun.ExecContext(ctx, `UPDATE sa_delivery SET state = 'in_flight', attempts = 1,
 		in_flight_since = now() - interval '1 hour', in_flight_token = 'dead' WHERE id = ?`, ds[2].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.d.Bun.ExecContext(ctx, `INSERT INTO sa_delivery_attempt (delivery_id, attempt, started_at)
+	if _, err := e.D.Bun.ExecContext(ctx, `INSERT INTO sa_delivery_attempt (delivery_id, attempt, started_at)
 		VALUES (?, 1, now() - interval '1 hour')`, ds[2].ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.d.Bun.ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+	if _, err := e.D.Bun.ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
 		attempted_by = '{dead-worker}' WHERE id = ?`, *ds[2].RiverJobID); err != nil {
 		t.Fatal(err)
 	}
@@ -427,11 +427,11 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 		t.Errorf("attempts of the interrupted delivery: %+v", at)
 	}
 	for i, d := range ds {
-		st := e.statusJSON(e.v, d.OperationID)
+		st := e.statusJSON(e.V, d.OperationID)
 		if st["status"] != "completed" {
 			t.Errorf("delivery %d status %v", i, st)
 		}
-		hist := e.historyStatuses(d.OperationID)
+		hist := e.HistoryStatuses(d.OperationID)
 		if hist[len(hist)-1] != "completed" || strings.Count(strings.Join(hist, ","), "completed") != 1 {
 			t.Errorf("delivery %d history %v: want one completed at the end", i, hist)
 		}
@@ -444,8 +444,8 @@ func TestDeliveryCancelRefusedWhileInFlight(t *testing.T) {
 	release := make(chan struct{})
 	rc := newHookReceiver(t, func(int, hookRequest) int { <-release; return http.StatusNoContent })
 	e.setWebhook(rc.srv.URL, rc.secret)
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("slow hookReceiver")
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("slow hookReceiver")
 	select {
 	case <-rc.got:
 	case <-time.After(15 * time.Second):
@@ -455,21 +455,21 @@ func TestDeliveryCancelRefusedWhileInFlight(t *testing.T) {
 	if d.State != delivery.InFlight {
 		t.Fatalf("delivery %s while the hookReceiver blocks, want in_flight", d.State)
 	}
-	st := e.statusJSON(e.v, d.OperationID)
+	st := e.statusJSON(e.V, d.OperationID)
 	if st["status"] != "running" || st["cancel/unavailable-reason"] != delivery.InFlightReason || st["cancel_href"] != nil {
 		t.Fatalf("status while in flight %v: want running with the in-flight reason and no cancel_href", st)
 	}
-	_, err := e.s.CancelOperation(context.Background(), e.v, d.OperationID, jobs.Actor{Name: "test"})
+	_, err := e.S.CancelOperation(context.Background(), e.V, d.OperationID, jobs.Actor{Name: "test"})
 	var nc *jobs.ErrNotCancelable
 	if !errors.As(err, &nc) || nc.Reason != delivery.InFlightReason {
 		t.Fatalf("cancel while in flight: %v, want ErrNotCancelable(%q)", err, delivery.InFlightReason)
 	}
 	close(release)
 	d = e.waitDelivery(sub.JobID, 10*time.Second, delivery.Delivered)
-	if st := e.statusJSON(e.v, d.OperationID); st["status"] != "completed" {
+	if st := e.statusJSON(e.V, d.OperationID); st["status"] != "completed" {
 		t.Fatalf("status after release %v", st)
 	}
-	if op := e.operation(d.OperationID); op.Status != "completed" {
+	if op := e.Operation(d.OperationID); op.Status != "completed" {
 		t.Fatalf("operation %s after release", op.Status)
 	}
 	if len(rc.requests()) != 1 {
@@ -486,12 +486,12 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	ctx := context.Background()
 
 	// Accepted, no worker pool yet: cancel it.
-	res, err := e.s.RunSync(ctx, e.v, "accepted then cancelled")
+	res, err := e.S.RunSync(ctx, e.V, "accepted then cancelled")
 	if err != nil {
 		t.Fatal(err)
 	}
 	accepted, _ := e.deliveryOfJob(res.Job.ID)
-	doc, err := e.s.CancelOperation(ctx, e.v, accepted.OperationID, jobs.Actor{Name: "test"})
+	doc, err := e.S.CancelOperation(ctx, e.V, accepted.OperationID, jobs.Actor{Name: "test"})
 	if err != nil {
 		t.Fatalf("cancel an accepted delivery: %v", err)
 	}
@@ -501,19 +501,19 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	if d, _ := e.deliveryOfJob(res.Job.ID); d.State != delivery.Cancelled {
 		t.Fatalf("ledger %s after cancel", d.State)
 	}
-	if st := e.riverState(*accepted.RiverJobID); st != "cancelled" {
+	if st := e.RiverState(*accepted.RiverJobID); st != "cancelled" {
 		t.Errorf("river job %s after cancel, want cancelled", st)
 	}
 
 	// Retryable after a 503: cancel it while it waits for its backoff.
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("retryable then cancelled")
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("retryable then cancelled")
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Retryable)
-	st := e.statusJSON(e.v, d.OperationID)
+	st := e.statusJSON(e.V, d.OperationID)
 	if st["status"] != "running" || st["cancel_href"] != deferred.CancelHref(d.OperationID) {
 		t.Fatalf("status while waiting %v: want running with cancel_href", st)
 	}
-	doc, err = e.s.CancelOperation(ctx, e.v, d.OperationID, jobs.Actor{Name: "test"})
+	doc, err = e.S.CancelOperation(ctx, e.V, d.OperationID, jobs.Actor{Name: "test"})
 	if err != nil {
 		t.Fatalf("cancel a waiting delivery: %v", err)
 	}
@@ -525,11 +525,11 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	if counts[accepted.ID.String()] != 0 || counts[d.ID.String()] != 1 {
 		t.Errorf("requests per delivery %v: want none for the accepted one, one for the retryable one", counts)
 	}
-	if got := e.historyStatuses(d.OperationID); strings.Join(got, ",") != "pending,running,cancelled" {
+	if got := e.HistoryStatuses(d.OperationID); strings.Join(got, ",") != "pending,running,cancelled" {
 		t.Errorf("history %v", got)
 	}
 	// A terminal delivery is not cancelled again.
-	if _, err := e.s.CancelOperation(ctx, e.v, d.OperationID, jobs.Actor{Name: "test"}); !errors.Is(err, jobs.ErrConflict) {
+	if _, err := e.S.CancelOperation(ctx, e.V, d.OperationID, jobs.Actor{Name: "test"}); !errors.Is(err, jobs.ErrConflict) {
 		t.Errorf("second cancel: %v, want ErrConflict", err)
 	}
 }

@@ -28,15 +28,15 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 		}
 	})
 	e.setWebhook(rc.srv.URL, rc.secret)
-	startRuntime(t, e, e.s, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
-	sub := e.submit("expire my delivery")
+	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
+	sub := e.Submit("expire my delivery")
 	select {
 	case <-rc.got:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery arrived")
 	}
 	d, _ := e.deliveryOfJob(sub.JobID)
-	waitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.operation(d.OperationID).Status == "expired" })
+	waitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.Operation(d.OperationID).Status == "expired" })
 	close(release)
 	d = e.waitDelivery(sub.JobID, 10*time.Second, delivery.Expired)
 	time.Sleep(1500 * time.Millisecond)
@@ -46,11 +46,11 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 	if d, _ := e.deliveryOfJob(sub.JobID); d.State != delivery.Expired || d.InFlightToken != nil {
 		t.Errorf("ledger %+v, want expired without an in-flight marker", d)
 	}
-	st := e.statusJSON(e.v, d.OperationID)
+	st := e.statusJSON(e.V, d.OperationID)
 	if st["status"] != "expired" {
 		t.Errorf("status %v", st)
 	}
-	if got := strings.Join(e.historyStatuses(d.OperationID), ","); got != "pending,running,expired" {
+	if got := strings.Join(e.HistoryStatuses(d.OperationID), ","); got != "pending,running,expired" {
 		t.Errorf("history %s", got)
 	}
 }

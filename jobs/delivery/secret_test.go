@@ -124,9 +124,9 @@ func TestDeliveryToPrivateTargetRefusedAtDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.setWebhook("http://localhost:"+u.Port()+"/hook", rc.secret)
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("deliver me inside")
-	e.waitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("deliver me inside")
+	e.WaitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if d.Attempts != 1 || strv(d.ErrorKind) != "target_private" || !strings.Contains(strv(d.LastError), "not a public address") ||
 		d.LastStatusCode != nil {
@@ -135,7 +135,7 @@ func TestDeliveryToPrivateTargetRefusedAtDial(t *testing.T) {
 	if n := len(rc.requests()); n != 0 {
 		t.Fatalf("the receiver got %d requests", n)
 	}
-	if st := e.statusJSON(e.op, d.OperationID); st["status"] != "failed" {
+	if st := e.statusJSON(e.Op, d.OperationID); st["status"] != "failed" {
 		t.Errorf("operation status %v", st)
 	}
 }
@@ -151,16 +151,16 @@ func TestDeliveryWithUnopenableSecretFailsUnsent(t *testing.T) {
 	e := newEnv(t, instantSim(), cfg)
 	rc := newHookReceiver(t, nil)
 	e.setWebhook(rc.srv.URL, rc.secret) // sealed with testKey, not the service's key
-	startRuntime(t, e, e.s, 2)
-	sub := e.submit("sealed with another key")
+	startRuntime(t, e, e.S, 2)
+	sub := e.Submit("sealed with another key")
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if strv(d.ErrorKind) != "webhook_secret" || !strings.Contains(strv(d.LastError), "does not open") {
 		t.Fatalf("delivery %+v (%s): want webhook_secret", d, strv(d.LastError))
 	}
-	if _, err := e.d.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_secret = ? WHERE id = ?", rc.secret, e.o); err != nil {
+	if _, err := e.D.Bun.ExecContext(context.Background(), "UPDATE orgs SET webhook_secret = ? WHERE id = ?", rc.secret, e.O); err != nil {
 		t.Fatal(err)
 	}
-	sub = e.submit("stored in plain text")
+	sub = e.Submit("stored in plain text")
 	d = e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if strv(d.ErrorKind) != "webhook_secret" || !strings.Contains(strv(d.LastError), "not sealed") {
 		t.Fatalf("delivery %+v (%s): want webhook_secret, not sealed", d, strv(d.LastError))

@@ -242,6 +242,37 @@ func TestLearnedTokenLimitChargesTheDebt(t *testing.T) {
 	}
 }
 
+// TestReservationsCommitWithoutWaitingForTheFlush: the model's row lock is held until commit,
+// so a reservation that waited for its WAL flush would hold every other worker's call start
+// behind the disk.
+func TestReservationsCommitWithoutWaitingForTheFlush(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	for _, tt := range []struct{ name, query string }{
+		{"reserve", "SELECT granted FROM asterion_governor_reserve('m', 0, 0, 1, 2, 2)"},
+		{"observe", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tx, err := d.Bun.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := tx.ExecContext(ctx, tt.query); err != nil {
+				t.Fatal(err)
+			}
+			var setting string
+			if err := tx.QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&setting); err != nil {
+				t.Fatal(err)
+			}
+			if setting != "off" {
+				t.Errorf("synchronous_commit after %s is %q, want off for its transaction", tt.name, setting)
+			}
+		})
+	}
+}
+
 func TestOperatorPause(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)

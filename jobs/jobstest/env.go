@@ -2,6 +2,7 @@ package jobstest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -141,4 +142,66 @@ func (e *Env) Submit(text string, mods ...func(*jobs.SubmitRequest)) jobs.Submit
 func (e *Env) Job(id uuid.UUID) db.Job {
 	e.T.Helper()
 	return Job(e.T, e.D, id)
+}
+
+// Operation reads a registry row.
+func (e *Env) Operation(id uuid.UUID) db.Operation {
+	e.T.Helper()
+	var op db.Operation
+	if err := e.D.Bun.NewSelect().Model(&op).Where("id = ?", id).Scan(context.Background()); err != nil {
+		e.T.Fatalf("read operation %s: %v", id, err)
+	}
+	return op
+}
+
+// History reads an operation's status history, oldest first.
+func (e *Env) History(id uuid.UUID) []db.OperationHistory {
+	e.T.Helper()
+	var rows []db.OperationHistory
+	if err := e.D.Bun.NewSelect().Model(&rows).Where("operation_id = ?", id).OrderExpr("seq").
+		Scan(context.Background()); err != nil {
+		e.T.Fatalf("read history of %s: %v", id, err)
+	}
+	return rows
+}
+
+// HistoryStatuses lists the statuses of an operation's history, oldest first.
+func (e *Env) HistoryStatuses(id uuid.UUID) []string {
+	e.T.Helper()
+	var out []string
+	for _, h := range e.History(id) {
+		out = append(out, h.Status)
+	}
+	return out
+}
+
+// Count runs a SELECT count(*) … query.
+func (e *Env) Count(query string, args ...any) int {
+	e.T.Helper()
+	var n int
+	if err := e.D.Bun.QueryRowContext(context.Background(), query, args...).Scan(&n); err != nil {
+		e.T.Fatalf("count %q: %v", query, err)
+	}
+	return n
+}
+
+// RiverState reads the state of a River job.
+func (e *Env) RiverState(id int64) string {
+	e.T.Helper()
+	var st string
+	if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT state FROM river_job WHERE id = ?", id).Scan(&st); err != nil {
+		e.T.Fatalf("read river job %d: %v", id, err)
+	}
+	return st
+}
+
+// WaitState waits until the job is in state and returns its row.
+func (e *Env) WaitState(id uuid.UUID, st jobs.State, timeout time.Duration) db.Job {
+	e.T.Helper()
+	var j db.Job
+	WaitFor(e.T, timeout, fmt.Sprintf("job %s to be %s", id, st), func() bool {
+		j = e.Job(id)
+		return j.State == string(st)
+	})
+	return j
 }
