@@ -79,6 +79,17 @@ const swapSQL = `UPDATE sa_job SET river_job_id = CASE WHEN id = $1 THEN $4::big
     waiting_for = CASE WHEN id = $1 THEN coalesce($5::varchar, waiting_for) ELSE waiting_for END
 WHERE id IN ($1, $2) AND state = 'queued'`
 
+// keepPlaceSQL puts vehicle $1, which a swap just gave the displaced job, at the place in
+// River's fetch order of the vehicle $2 the displaced job was fetched on: no later than its
+// scheduled_at. River fetches by scheduled_at, and the vehicle a swap takes from an older job
+// is often late in that order (it came back from a crashed or stopped worker, or from a
+// backoff): left there, the displaced job would be the org's oldest on a vehicle fetched last,
+// every later dispatch of the org would swap again, and the whole backlog would go through the
+// band's lock one swap at a time. Only an available vehicle moves; a scheduled or retryable
+// one keeps the time River will make it available at.
+const keepPlaceSQL = `UPDATE river_job SET scheduled_at = $2
+WHERE id = $1 AND state = 'available' AND scheduled_at > $2`
+
 // jobArgsSQL reads what the governor needs of a job: its model and its prompt's text.
 const jobArgsSQL = `SELECT j.priority, j.org_id, coalesce(j.execution_options ->> 'model', ''), e.body
 FROM sa_job AS j JOIN sa_entity AS e ON e.id = j.prompt_id WHERE j.id = $1`
@@ -186,6 +197,11 @@ func (f *fairShare) swapTx(ctx context.Context, tx bun.Tx, rj *river.Job[PromptA
 		}
 		if n, _ := res.RowsAffected(); n != 2 {
 			return dispatched{}, fmt.Errorf("swap the vehicles of jobs %s and %s: %d rows changed under the lock", x.id, y, n)
+		}
+		if !displaced.Valid {
+			if _, err := tx.Tx.ExecContext(ctx, keepPlaceSQL, vy, rj.ScheduledAt); err != nil {
+				return dispatched{}, fmt.Errorf("keep job %s's place on vehicle %d: %w", x.id, vy, err)
+			}
 		}
 		args, err := f.argsOf(ctx, tx, y, rj.Args)
 		return dispatched{outcome: dispatchRun, args: args, swapped: true}, err

@@ -2,10 +2,13 @@ package jobs_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"asterion/jobs"
 	"asterion/jobs/provider"
@@ -283,6 +286,46 @@ func TestFairShareBandAgreesWithRiverPriority(t *testing.T) {
 		}
 		if band != jobs.RiverPriority(p) {
 			t.Fatalf("asterion_band(%d) = %d, RiverPriority says %d", p, band, jobs.RiverPriority(p))
+		}
+	}
+}
+
+// TestFairShareSwapKeepsTheDisplacedJobsPlace: when the org's oldest job rides a vehicle late
+// in River's fetch order (one back from a stopped worker, say), the first vehicle fetched takes
+// it, and the job it displaces keeps that vehicle's place: the org's jobs still start oldest
+// first, and one swap settles it instead of one per job of the backlog.
+func TestFairShareSwapKeepsTheDisplacedJobsPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, instantSim())
+	ctx := context.Background()
+	var subs []jobs.Submitted
+	for i := 0; i < 5; i++ {
+		subs = append(subs, e.Submit("in order"))
+	}
+	vehicle := func(id uuid.UUID) int64 { return *e.Job(id).RiverJobID }
+	first := vehicle(subs[0].JobID)
+	if _, err := e.D.Bun.ExecContext(ctx, `UPDATE river_job SET scheduled_at = now() - CASE WHEN id = ? THEN interval '1 second' ELSE interval '1 minute' END
+WHERE queue = ?`, first, jobs.QueuePrompts); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]int64, len(subs))
+	for i, s := range subs {
+		before[i] = vehicle(s.JobID)
+	}
+	startRuntime(t, e, e.S, 1)
+	for _, s := range subs {
+		e.WaitState(s.JobID, jobs.StateSucceeded, 10*time.Second)
+	}
+	for i := 1; i < len(subs); i++ {
+		if a, b := e.Job(subs[i-1].JobID), e.Job(subs[i].JobID); !a.StartedAt.Before(*b.StartedAt) {
+			t.Errorf("job %d started at %v, not before job %d at %v", i-1, a.StartedAt, i, b.StartedAt)
+		}
+	}
+	want := slices.Clone(before)
+	want[0], want[1] = before[1], before[0]
+	for i, s := range subs {
+		if got := vehicle(s.JobID); got != want[i] {
+			t.Errorf("job %d rode vehicle %d, want %d (vehicles before: %v)", i, got, want[i], before)
 		}
 	}
 }
