@@ -171,15 +171,6 @@ func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
 	return m
 }
 
-// historyStatuses lists the statuses of an operation's history.
-func (e *tenv) historyStatuses(id uuid.UUID) []string {
-	var out []string
-	for _, h := range e.History(id) {
-		out = append(out, h.Status)
-	}
-	return out
-}
-
 func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []delivery.Attempt {
 	e.T.Helper()
 	var rows []delivery.Attempt
