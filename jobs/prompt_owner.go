@@ -22,30 +22,22 @@ func (promptOwner) Kind() string { return KindPromptExecute }
 // MirrorsStatus: every job transition updates the registry row in its own transaction (apply).
 func (promptOwner) MirrorsStatus() bool { return true }
 
-// job reads the job of op, locked FOR UPDATE when lock. The job's id is in the operation's
-// subject, so the read goes by primary key; sa_job has no index on operation_id, and a row
-// whose subject names no job of this operation is found by it the slow way.
+// job reads the job of op, locked FOR UPDATE when lock. A job's operation is written with it,
+// and the operation's subject names it, so the read goes by primary key: sa_job has no index
+// on operation_id, which is only the way for a subject that names no job.
 func (o promptOwner) job(ctx context.Context, tx bun.IDB, op db.Operation, lock bool) (db.Job, error) {
 	var job db.Job
-	q := tx.NewSelect().Model(&job)
+	q := tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID)
 	var subject struct {
 		JobID uuid.UUID `json:"job_id"`
 	}
 	if json.Unmarshal(op.Subject, &subject) == nil && subject.JobID != uuid.Nil {
 		q = q.Where("id = ?", subject.JobID)
 	}
-	q = q.Where("operation_id = ?", op.ID)
 	if lock {
 		q = q.For("UPDATE")
 	}
 	err := q.Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) && subject.JobID != uuid.Nil {
-		q = tx.NewSelect().Model(&job).Where("operation_id = ?", op.ID)
-		if lock {
-			q = q.For("UPDATE")
-		}
-		err = q.Scan(ctx)
-	}
 	return job, err
 }
 
