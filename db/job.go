@@ -5,8 +5,8 @@ package db
 const insertJobSQL = `INSERT INTO sa_job (id, prompt_id, state, priority, attempt, max_attempts, execution_options, ` +
 	`worker_claim, claimed_at, started_at, running_heartbeat_at, finished_at, response_id, error_kind, error_message, ` +
 	`supersedes, org_id, created_by, created_at, updated_at, river_job_id, scheduled_at, operation_id, cancel_outcome, ` +
-	`waiting_for, scheduled_for) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` +
-	`coalesce(?::timestamptz, now()), coalesce(?::timestamptz, now()), ?, coalesce(?::timestamptz, now()), ?, ?, ?, ?)`
+	`waiting_for, scheduled_for, budget_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` +
+	`coalesce(?::timestamptz, now()), coalesce(?::timestamptz, now()), ?, coalesce(?::timestamptz, now()), ?, ?, ?, ?, ?)`
 
 // InsertStatement is the INSERT of j.
 func (j *Job) InsertStatement() Statement {
@@ -16,6 +16,6 @@ func (j *Job) InsertStatement() Statement {
 		timePtrArg(j.RunningHeartbeatAt), timePtrArg(j.FinishedAt), uuidPtrArg(j.ResponseID), stringPtrArg(j.ErrorKind),
 		stringPtrArg(j.ErrorMessage), uuidPtrArg(j.Supersedes), j.OrgID, j.CreatedBy, defaultTimeArg(j.CreatedAt),
 		defaultTimeArg(j.UpdatedAt), int64PtrArg(j.RiverJobID), defaultTimeArg(j.ScheduledAt), uuidPtrArg(j.OperationID),
-		stringPtrArg(j.CancelOutcome), stringPtrArg(j.WaitingFor), timePtrArg(j.ScheduledFor),
+		stringPtrArg(j.CancelOutcome), stringPtrArg(j.WaitingFor), timePtrArg(j.ScheduledFor), int64(j.BudgetTokens),
 	}}
 }

@@ -112,6 +112,9 @@ type Job struct {
 	// claim change them.
 	ProgressChunks int `bun:"progress_chunks"`
 	ProgressTokens int `bun:"progress_tokens"`
+	// BudgetTokens is the job's reservation against its org's budget: the estimate of its
+	// tokens made when it was admitted.
+	BudgetTokens int `bun:"budget_tokens"`
 }
 
 // Edge links two entities; a response flows from its prompt.

@@ -11,6 +11,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/readmodel"
 )
 
@@ -82,24 +83,15 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 
 // jobsError maps the jobs package's sentinel errors onto the contract's status codes.
 func (s *Server) jobsError(c *fiber.Ctx, err error) error {
-	var (
-		verr   *jobs.ValidationError
-		budget *jobs.BudgetExhaustedError
-		quota  *jobs.QuotaExceededError
-		rate   *jobs.SubmitRateError
-	)
+	var verr *jobs.ValidationError
+	if refusal, ok := admit.AsRefusal(err); ok {
+		// Every limit of the one admission answers alike, by whichever door it was reached.
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(refusal.RetryAfter()))
+		return typedProblem(c, fiber.StatusTooManyRequests, refusal.Kind(), refusal.Error())
+	}
 	switch {
 	case errors.As(err, &verr):
 		return validationProblem(c, verr.Fields)
-	case errors.As(err, &budget):
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(budget.RetryAfter))
-		return typedProblem(c, fiber.StatusTooManyRequests, "budget-exhausted", budget.Error())
-	case errors.As(err, &quota):
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(quota.RetryAfter))
-		return typedProblem(c, fiber.StatusTooManyRequests, "quota-exceeded", quota.Error())
-	case errors.As(err, &rate):
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(rate.RetryAfter))
-		return typedProblem(c, fiber.StatusTooManyRequests, "submit-rate", rate.Error())
 	case errors.Is(err, jobs.ErrNotFound):
 		return problem(c, fiber.StatusNotFound, "no such job")
 	case errors.Is(err, jobs.ErrConflict):

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
 	"asterion/jobs"
+	"asterion/jobs/admit"
 )
 
 // jobRetryAction is POST /admin/jobs/:id/retry: on to the new job's page, or to its operation
@@ -18,6 +20,14 @@ func (s *Server) jobRetryAction(c *fiber.Ctx) error {
 	p := principalOf(c)
 	toOp := c.FormValue("return") == "operation"
 	out, err := s.deps.Jobs.Retry(c.UserContext(), viewerOf(p), id, actorOf(p))
+	if refusal, ok := admit.AsRefusal(err); ok {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(refusal.RetryAfter()))
+		return s.errorPage(c, fiber.StatusTooManyRequests, "Retry refused", "A retry is new work and admission refused it: "+refusal.Error()+".")
+	}
+	var verr *jobs.ValidationError
+	if errors.As(err, &verr) {
+		return s.errorPage(c, fiber.StatusUnprocessableEntity, "Retry refused", "This job can no longer be retried: "+verr.Error()+".")
+	}
 	switch {
 	case err == nil && toOp:
 		return c.Redirect(dashWithNotice("/admin/deferred-operations/"+out.Operation.OperationID.String(), "op-retried"), fiber.StatusSeeOther)

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/views"
 )
 
@@ -76,7 +77,7 @@ func (s *Server) jobsBulkAction(c *fiber.Ctx) error {
 	if err := checkBulkCount(c.FormValue("expected"), len(ids)); err != nil {
 		return err
 	}
-	done, skipped, failed := 0, 0, 0
+	done, skipped, refused, failed := 0, 0, 0, 0
 	for _, id := range ids {
 		var err error
 		if action == "cancel" {
@@ -89,6 +90,8 @@ func (s *Server) jobsBulkAction(c *fiber.Ctx) error {
 			done++
 		case errors.Is(err, jobs.ErrConflict), errors.Is(err, jobs.ErrNotFound):
 			skipped++
+		case isRefusal(err):
+			refused++
 		default:
 			failed++
 			s.log.Warn("bulk job action", "action", action, "job_id", id, "err", err)
@@ -102,5 +105,14 @@ func (s *Server) jobsBulkAction(c *fiber.Ctx) error {
 	vals.Set("done", strconv.Itoa(done))
 	vals.Set("skipped", strconv.Itoa(skipped))
 	vals.Set("failed", strconv.Itoa(failed))
+	vals.Set("refused", strconv.Itoa(refused))
 	return c.Redirect("/admin/jobs?"+vals.Encode(), fiber.StatusSeeOther)
+}
+
+// isRefusal says whether err is admission's refusal (a limit, or a field rule a retry breaks,
+// such as a model the deployment no longer lists).
+func isRefusal(err error) bool {
+	var verr *jobs.ValidationError
+	_, refused := admit.AsRefusal(err)
+	return refused || errors.As(err, &verr)
 }

@@ -46,6 +46,10 @@ func dashNoticeOf(c *fiber.Ctx) *views.Notice {
 			text += " " + strconv.Itoa(skipped) + " skipped: their state changed meanwhile."
 		}
 		tone := "ok"
+		if refused, _ := strconv.Atoi(c.Query("refused")); refused > 0 {
+			text += " " + strconv.Itoa(refused) + " refused by admission (budget, quota, submit rate or model list)."
+			tone = "error"
+		}
 		if failed > 0 {
 			text += " " + strconv.Itoa(failed) + " failed; see the server log."
 			tone = "error"

@@ -17,6 +17,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/readmodel"
 	"asterion/views"
 )
@@ -281,7 +282,16 @@ func (s *Server) missionAction(c *fiber.Ctx, act func(context.Context, jobs.View
 		current = d.History[n-1]
 	}
 	status := okStatus
-	switch err := act(ctx, v, current.ID, actorOf(p)); {
+	err = act(ctx, v, current.ID, actorOf(p))
+	var verr *jobs.ValidationError
+	refusal, refused := admit.AsRefusal(err)
+	switch {
+	case refused:
+		// A retry is new work: admission's limits answer it as they answer the compose bar.
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(refusal.RetryAfter()))
+		status = fiber.StatusTooManyRequests
+	case errors.As(err, &verr):
+		return fiber.NewError(fiber.StatusUnprocessableEntity, "This prompt can no longer be retried: "+verr.Error())
 	case errors.Is(err, jobs.ErrConflict):
 		status = fiber.StatusConflict
 	case errors.Is(err, jobs.ErrNotFound):
@@ -372,19 +382,22 @@ func missionStr(s *string) string {
 // submitLimit says, for the compose bar, which limit refused a submit and when to try again.
 func submitLimit(err error) (msg string, retryAfter int, limited bool) {
 	var (
-		budget *jobs.BudgetExhaustedError
-		quota  *jobs.QuotaExceededError
-		rate   *jobs.SubmitRateError
+		budget *admit.BudgetExhaustedError
+		quota  *admit.QuotaExceededError
+		rate   *admit.SubmitRateError
 	)
 	switch {
 	case errors.As(err, &budget):
-		return "Your org's token budget for this " + string(budget.Status.Budget.Period) +
-			" is spent; it resets at " + budget.Status.Resets.UTC().Format("2006-01-02 15:04") + " UTC.", budget.RetryAfter, true
+		return "Your org's token budget for this " + budget.Period +
+			" is spent; it resets at " + budget.Resets.UTC().Format("2006-01-02 15:04") + " UTC.", budget.RetryAfter(), true
 	case errors.As(err, &quota):
 		return fmt.Sprintf("Your org already has %d prompts queued or running, its most; try again when some have finished.",
-			quota.Active), quota.RetryAfter, true
+			quota.Active), quota.RetryAfter(), true
 	case errors.As(err, &rate):
-		return fmt.Sprintf("Too many prompts at once; try again in %d s.", rate.RetryAfter), rate.RetryAfter, true
+		return fmt.Sprintf("Too many prompts at once; try again in %d s.", rate.RetryAfter()), rate.RetryAfter(), true
+	}
+	if r, ok := admit.AsRefusal(err); ok {
+		return r.Error(), r.RetryAfter(), true
 	}
 	return "", 0, false
 }

@@ -2,8 +2,8 @@ package jobs
 
 import "github.com/uptrace/bun"
 
-// admission holds the rules a submit must pass besides its fields: the deployment's model
-// list, the schedule's bounds, the org's budget and its queue quota.
+// admission holds the rule a claim must pass besides admission's budget check: the org's
+// running cap.
 type admission struct {
 	cfg *Config
 	db  *bun.DB

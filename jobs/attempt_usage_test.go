@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -77,32 +76,3 @@ func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
 	}
 }
 
-// TestBudgetRefusesSubmits: once an org's usage reaches its budget its submits are refused
-// with the seconds until the period resets; a job already running still finishes.
-func TestBudgetRefusesSubmits(t *testing.T) {
-	t.Parallel()
-	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m))
-	startRuntime(t, e, e.S, 2)
-	ctx := context.Background()
-	if err := m.SetBudget(ctx, e.O, usage.Budget{Tokens: 10, Period: usage.Day}); err != nil {
-		t.Fatal(err)
-	}
-	running := e.Submit("slow one #sim:tokens=3 #sim:latency=2s")
-	first := e.Submit("six words make the first one #sim:tokens=6")
-	waitFor(t, 20*time.Second, "the first job", func() bool { return e.Job(first.JobID).State == "succeeded" })
-	_, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "one too many"})
-	var be *jobs.BudgetExhaustedError
-	if !errors.As(err, &be) || !errors.Is(err, jobs.ErrBudgetExhausted) {
-		t.Fatalf("submit over budget: %v", err)
-	}
-	_, end := usage.Day.Bounds(time.Now())
-	if want := int(time.Until(end).Seconds()); be.RetryAfter < want-5 || be.RetryAfter > want+5 {
-		t.Errorf("RetryAfter %d, want about %d", be.RetryAfter, want)
-	}
-	waitFor(t, 20*time.Second, "the running job", func() bool { return e.Job(running.JobID).State == "succeeded" })
-	st, err := m.Status(ctx, e.O)
-	if err != nil || st.Used != 6+6+2+3 {
-		t.Errorf("usage after both: %+v %v, want 17 tokens counted", st, err)
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
@@ -61,6 +62,8 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 	case errors.Is(err, errOrgAtCap):
 		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
 		return claimResult{outcome: claimWait, wait: orgCapRecheck, reason: "the org runs its most jobs at once"}, nil
+	case errors.Is(err, admit.ErrBudgetWait):
+		return s.budgetWait(ctx, jobID, err), nil
 	case !errors.Is(err, errNoChange):
 		return claimResult{}, err
 	}
@@ -114,6 +117,15 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			res = claimResult{outcome: claimWait, wait: orgPausedRecheck, reason: "the org is paused"}
 			return nil
 		}
+		if err := s.door.Start(ctx, tx, job.OrgID); errors.Is(err, admit.ErrBudgetWait) {
+			if _, err := tx.Tx.ExecContext(ctx, markWaitingSQL, job.ID, WaitingBudget); err != nil {
+				return fmt.Errorf("say job %s waits for its org's budget: %w", job.ID, err)
+			}
+			res = s.budgetWaitOf(err)
+			return nil
+		} else if err != nil {
+			return err
+		}
 		w := db.NewWrites(tx)
 		claimedJob, err := s.apply(ctx, w, claimChange(job.ID, riverJobID, c))
 		if err != nil {
@@ -136,6 +148,9 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 	var moved movedJob
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if err := s.admit.underRunningCap(ctx, tx, orgID); err != nil {
+			return err
+		}
+		if err := s.door.Start(ctx, tx, orgID); err != nil {
 			return err
 		}
 		w := db.NewWrites(tx)

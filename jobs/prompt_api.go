@@ -10,7 +10,9 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/provider"
 )
 
 // This file is what prompt execution offers the components built on it (flow.chain,
@@ -26,16 +28,31 @@ type QueuedPrompt struct {
 	OrgID       int64
 	UserID      int64
 	Correlation uuid.UUID
+	// Admitted is the admission of the job (AdmitTx) and Model the model it admitted.
+	Admitted admit.Ticket
+	Model    string
+	// Text is the prompt's text, for the governor's estimate of its tokens.
+	Text string
 }
+
+// AdmitTx passes r through the one admission inside tx, the transaction that will queue its
+// job: a field error is a *ValidationError, a limit an admit.Refusal.
+func (s *Service) AdmitTx(ctx context.Context, tx bun.Tx, r *admit.Request) (admit.Ticket, error) {
+	return s.door.Admit(ctx, tx, r)
+}
+
+// Admission is the one admission of the service, for the doors built on it.
+func (s *Service) Admission() *admit.Admission { return s.door }
 
 // EnqueueTx queues q as a job with default execution options and DefaultMaxAttempt attempts:
 // its registry row, history, change-feed event and River vehicle, all in tx. It returns the
-// job and its operation's handle.
+// job and its operation's handle. q must carry its admission.
 func (s *Service) EnqueueTx(ctx context.Context, tx bun.Tx, q QueuedPrompt) (db.Job, deferred.Handle, error) {
-	opts, _ := json.Marshal(ExecutionOptions{})
+	opts, _ := json.Marshal(ExecutionOptions{Model: q.Model})
 	w := db.NewWrites(tx)
 	job, handle, err := s.enqueueTx(ctx, w, newJob{promptID: q.PromptID, priority: q.Priority, maxAttempts: DefaultMaxAttempt,
-		options: opts, orgID: q.OrgID, userID: q.UserID, correlation: q.Correlation})
+		options: opts, orgID: q.OrgID, userID: q.UserID, correlation: q.Correlation, ticket: q.Admitted, model: q.Model,
+		tokens: provider.EstimateTokens(q.Text)})
 	if err == nil {
 		err = w.Send(ctx)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/admit"
 )
 
 func TestModelList(t *testing.T) {
@@ -34,8 +35,8 @@ func TestOrgQueueQuota(t *testing.T) {
 	e.Submit("one")
 	e.Submit("two")
 	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "three"})
-	var qe *jobs.QuotaExceededError
-	if !errors.As(err, &qe) || qe.Active != 2 || qe.Max != 2 || qe.RetryAfter < 1 {
+	var qe *admit.QuotaExceededError
+	if !errors.As(err, &qe) || qe.Active != 2 || qe.Max != 2 || qe.RetryAfter() < 1 {
 		t.Fatalf("a third queued job: %v", err)
 	}
 	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
@@ -62,8 +63,8 @@ func TestSubmitRate(t *testing.T) {
 		e.Submit("within the burst")
 	}
 	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "one too many"})
-	var re *jobs.SubmitRateError
-	if !errors.As(err, &re) || re.RetryAfter != 1 {
+	var re *admit.SubmitRateError
+	if !errors.As(err, &re) || re.RetryAfter() != 1 {
 		t.Fatalf("the eleventh submit at once: %v", err)
 	}
 	if _, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.Op, Prompt: "another user"}); err != nil {

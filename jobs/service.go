@@ -14,6 +14,7 @@ import (
 	"github.com/uptrace/bun"
 	"go.opentelemetry.io/otel/trace"
 
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 	"asterion/jobs/governor"
 	"asterion/jobs/intake"
@@ -65,6 +66,7 @@ type Config struct {
 	// Governor, when set, paces provider calls to the account's limits across processes.
 	Governor *governor.Governor
 	// Models, when set, lists the models a prompt may ask for; the first is the default.
+	// Unset, the provider's own model is the only one.
 	Models []string
 	// OrgMaxRunning, when positive, caps the jobs of one org running at once, across every
 	// process.
@@ -73,8 +75,8 @@ type Config struct {
 	OrgMaxQueued int
 	// SubmitRate, when positive, is each user's submits per second (burst ten times that).
 	SubmitRate float64
-	// Usage, when set, records what every attempt used and refuses the submits of an org
-	// whose budget is spent.
+	// Usage, when set, records what every attempt used. Budgets are admission's: they hold
+	// with or without it.
 	Usage *usage.Meter
 	// Intake configures the intake lane and group commit of this process's submits (package
 	// intake). Its zero value leaves the lane off; the command line sets intake.DefaultYield
@@ -113,11 +115,11 @@ type Service struct {
 	extensions []Extension
 	// beats proves every execution of this process alive, one statement per interval.
 	beats *heartbeats
-	// rate limits each user's submits (nil: no limit).
-	rate *submitRate
 	// calls surrounds each provider call: governor slots, observations, usage.
 	calls *calls
-	// admit holds the rules a submit must pass besides its fields.
+	// door is the one admission every way a job is created passes (package admit).
+	door *admit.Admission
+	// admit holds the running cap of a claim.
 	admit *admission
 	// share decides which queued job a fetched vehicle carries (fair share between orgs).
 	share *fairShare
@@ -188,8 +190,18 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{Operations: &Operations{reg: reg}, eta: eta,
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
-		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger), rate: newSubmitRate(cfg.SubmitRate, cfg.Now)}
+		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
+	models := cfg.Models
+	if len(models) == 0 {
+		// Without a list of its own a deployment admits the provider's own model only.
+		models = []string{s.calls.modelOf("")}
+	}
+	s.door, err = admit.New(admit.Config{DB: cfg.DB, Models: models, OrgMaxQueued: cfg.OrgMaxQueued,
+		SubmitRate: cfg.SubmitRate, Now: cfg.Now})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
 	s.admit = &admission{cfg: &s.cfg, db: cfg.DB}
 	s.share = &fairShare{cfg: &s.cfg, db: cfg.DB, insert: ins, log: cfg.Logger}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,

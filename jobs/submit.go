@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
@@ -25,7 +25,7 @@ import (
 
 // Limits of a submitted prompt (CONTRACT.md).
 const (
-	MaxPromptChars    = 32768
+	MaxPromptChars    = admit.MaxPromptChars
 	DefaultPriority   = 50
 	DefaultMaxAttempt = 3
 	MaxMaxAttempts    = 10
@@ -58,6 +58,8 @@ type SubmitRequest struct {
 	keyEpoch string
 	// trace is the submit's span, the parent of its job's work (invalid: not traced).
 	trace trace.SpanContext
+	// adm is what admission knows of the request; validate makes it and Check fills it in.
+	adm admit.Request
 }
 
 // Submitted is the answer to an accepted prompt.
@@ -73,21 +75,14 @@ type Submitted struct {
 	ETA *ETA
 }
 
-// validate checks every field rule and normalises defaults.
-func (r *SubmitRequest) validate() error {
-	fields := map[string]string{}
-	text := strings.TrimSpace(r.Prompt)
-	switch n := utf8.RuneCountInString(text); {
-	case !utf8.ValidString(r.Prompt):
-		fields["prompt"] = "must be valid UTF-8"
-	case ControlCharProblem(r.Prompt) != "":
-		fields["prompt"] = ControlCharProblem(r.Prompt)
-	case n == 0:
-		fields["prompt"] = "is required and must not be blank"
-	case n > MaxPromptChars:
-		fields["prompt"] = fmt.Sprintf("must be at most %d characters, got %d", MaxPromptChars, n)
-	}
-	r.Prompt = text
+// validate checks every field rule of the request and the admission's rules on its fields
+// (text, model, schedule), normalises defaults, and makes the admission request the
+// transaction reserves.
+func (r *SubmitRequest) validate(door *admit.Admission) error {
+	r.adm = admit.Request{Door: admit.DoorSubmit, OrgID: r.Viewer.OrgID, UserID: r.Viewer.UserID, Text: r.Prompt,
+		Model: r.Options.Model, ScheduledFor: r.ScheduledFor}
+	fields := door.Fields(&r.adm)
+	r.Prompt = strings.TrimSpace(r.Prompt)
 	if r.Priority == nil {
 		p := DefaultPriority
 		r.Priority = &p
@@ -101,10 +96,10 @@ func (r *SubmitRequest) validate() error {
 		fields["max_attempts"] = fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)
 	}
 	o := r.Options
-	for name, v := range map[string]string{"model": o.Model, "prefer_provider": o.PreferProvider, "router_model": o.RouterModel} {
+	for name, v := range map[string]string{"prefer_provider": o.PreferProvider, "router_model": o.RouterModel} {
 		if len(v) > 200 {
 			fields["options."+name] = "must be at most 200 characters"
-		} else if msg := ControlCharProblem(v); msg != "" {
+		} else if msg := admit.ControlCharProblem(v); msg != "" {
 			fields["options."+name] = msg
 		}
 	}
@@ -119,21 +114,13 @@ func (r *SubmitRequest) validate() error {
 	if len(fields) > 0 {
 		return &ValidationError{Fields: fields}
 	}
+	r.adm.Text = r.Prompt
 	return nil
 }
 
-// ControlCharProblem says what is wrong with text holding NUL, another C0 control character
-// other than tab, newline and carriage return, or DEL (PostgreSQL text cannot hold NUL, and the
-// others are never prompt text), or returns "". Every validation of prompt text (a submit, a
-// chain step, an option) uses it, so every write path answers the same 422.
-func ControlCharProblem(text string) string {
-	for _, r := range text {
-		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
-			return fmt.Sprintf("must not contain control characters (found U+%04X); tab, newline and carriage return are allowed", r)
-		}
-	}
-	return ""
-}
+// ControlCharProblem says what is wrong with text holding control characters, or returns ""
+// (admit.ControlCharProblem: every write path answers the same 422).
+func ControlCharProblem(text string) string { return admit.ControlCharProblem(text) }
 
 func checkIdempotencyKey(k string) string {
 	if len(k) > 255 {
@@ -173,26 +160,15 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted,
 		req.trace = span.SpanContext()
 		defer func() { endSubmitSpan(span, out, err) }()
 	}
-	if err := req.validate(); err != nil {
+	if err := req.validate(s.door); err != nil {
 		return Submitted{}, err
 	}
-	if err := s.admit.checkModel(&req); err != nil {
+	if err := s.door.Check(ctx, &req.adm); err != nil {
 		return Submitted{}, err
 	}
-	if err := s.admit.checkSchedule(&req); err != nil {
-		return Submitted{}, err
-	}
-	if err := s.rate.take(req.Viewer.UserID); err != nil {
-		return Submitted{}, err
-	}
+	req.Options.Model, req.ScheduledFor = req.adm.Model, req.adm.ScheduledFor
 	defer s.intake.Enter()()
 	if req.IdempotencyKey == "" {
-		if err := s.admit.checkBudget(ctx, req.Viewer.OrgID); err != nil {
-			return Submitted{}, err
-		}
-		if err := s.admit.checkQuota(ctx, req.Viewer.OrgID); err != nil {
-			return Submitted{}, err
-		}
 		out, err = s.submits.Do(ctx, req)
 	} else {
 		out, err = s.submitOne(ctx, req)
@@ -212,19 +188,20 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 	var out Submitted
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if req.IdempotencyKey != "" {
+			// A replay answers with its original handle even once the budget is spent or the
+			// quota full: the key is looked up before the reservation.
 			prior, found, err := s.claimIdempotencyKey(ctx, tx, &req)
 			if err != nil || found {
 				out = prior
 				return err
 			}
-			// A replay answers with its original handle even once the budget is spent or the
-			// quota full.
-			if err := s.admit.checkBudget(ctx, req.Viewer.OrgID); err != nil {
-				return err
-			}
-			if err := s.admit.checkQuota(ctx, req.Viewer.OrgID); err != nil {
-				return err
-			}
+		}
+		grants, err := s.door.Reserve(ctx, tx, []*admit.Request{&req.adm})
+		if err != nil {
+			return err
+		}
+		if grants[0].Err != nil {
+			return grants[0].Err
 		}
 		var correlation uuid.UUID
 		promptID := uuid.New()
@@ -246,6 +223,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 		// job that runs it.
 		w := db.NewWrites(tx)
 		prompt, nj := req.accepted(promptID, correlation)
+		nj.ticket = grants[0].Ticket
 		job, handle, err := s.enqueueTx(ctx, w, nj)
 		if err != nil {
 			return err
@@ -353,7 +331,12 @@ type newJob struct {
 	scheduledFor *time.Time
 	// trace is the span the job's work continues (invalid: none).
 	trace trace.SpanContext
+	// ticket is the job's admission: enqueueTx refuses a job without one.
+	ticket admit.Ticket
 }
+
+// errNotAdmitted refuses to queue a job that did not pass admission.
+var errNotAdmitted = errors.New("the job did not pass admission")
 
 // PromptArgs are the River job arguments: the vehicle carries only the sa_job id (and its
 // priority, so a worker with a priority ceiling can decline without a query).
@@ -384,6 +367,9 @@ const vehicleMaxAttempts = 25
 // transaction. The River insert runs at once, after the writes w held (its id goes on the job,
 // its created_at is the transaction's clock); the other writes are left in w.
 func (s *Service) enqueueTx(ctx context.Context, w *db.Writes, nj newJob) (db.Job, deferred.Handle, error) {
+	if !nj.ticket.Valid() {
+		return db.Job{}, deferred.Handle{}, fmt.Errorf("queue prompt %s: %w", nj.promptID, errNotAdmitted)
+	}
 	jobID := uuid.New()
 	if !nj.trace.IsValid() {
 		// A job queued outside Submit (a retry, a chain step) continues the caller's trace.
@@ -456,7 +442,7 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 	r.job = db.Job{ID: jobID, PromptID: nj.promptID, State: string(StateQueued), Priority: nj.priority, Attempt: 1,
 		MaxAttempts: nj.maxAttempts, ExecutionOptions: nj.options, Supersedes: nj.supersedes, OrgID: nj.orgID,
 		CreatedBy: nj.userID, RiverJobID: &riverID, OperationID: &handle.OperationID, CreatedAt: now, UpdatedAt: now,
-		ScheduledAt: scheduled}
+		ScheduledAt: scheduled, BudgetTokens: nj.ticket.Tokens()}
 	if nj.scheduledFor != nil {
 		r.job.ScheduledFor = &scheduled
 	}

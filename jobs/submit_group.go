@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/intake"
 )
 
@@ -39,20 +40,38 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 	}
 	var prompts []groupedPrompt
 	var vehicles []river.InsertManyParams
+	var asks []*admit.Request
+	var seen []int
 	for i, p := range batch {
 		req := p.Req
-		promptID := uuid.New()
-		correlation := promptID
 		if req.ParentID != nil {
 			parent, ok := parents[*req.ParentID]
 			if !ok || !req.Viewer.Sees(parent.OrgID, parent.CreatedBy) {
 				outcomes[i] = intake.Outcome[Submitted]{Err: &ValidationError{Fields: map[string]string{"parent_id": "no such entity visible to you"}}}
 				continue
 			}
-			correlation = parent.CorrelationID
+		}
+		asks = append(asks, &batch[i].Req.adm)
+		seen = append(seen, i)
+	}
+	grants, err := s.door.Reserve(ctx, tx, asks)
+	if err != nil {
+		return err
+	}
+	for k, i := range seen {
+		if grants[k].Err != nil {
+			outcomes[i] = intake.Outcome[Submitted]{Err: grants[k].Err}
+			continue
+		}
+		req := batch[i].Req
+		promptID := uuid.New()
+		correlation := promptID
+		if req.ParentID != nil {
+			correlation = parents[*req.ParentID].CorrelationID
 		}
 		gp := groupedPrompt{at: i, jobID: uuid.New()}
 		gp.prompt, gp.nj = req.accepted(promptID, correlation)
+		gp.nj.ticket = grants[k].Ticket
 		prompts = append(prompts, gp)
 		vehicles = append(vehicles, gp.nj.vehicle(gp.jobID))
 	}

@@ -30,12 +30,15 @@ func jobTimes(t *testing.T, s *Service, ids []uuid.UUID) map[uuid.UUID]time.Time
 }
 
 // waitingSubmits is n validated submits of v, prompts "<label> <i>", about to join a group.
-func waitingSubmits(t *testing.T, ctx context.Context, v Viewer, label string, n int) []*pendingSubmit {
+func waitingSubmits(t *testing.T, ctx context.Context, s *Service, v Viewer, label string, n int) []*pendingSubmit {
 	t.Helper()
 	var batch []*pendingSubmit
 	for i := range n {
 		r := SubmitRequest{Viewer: v, Prompt: fmt.Sprintf("%s %d", label, i)}
-		if err := r.validate(); err != nil {
+		if err := r.validate(s.door); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.door.Check(ctx, &r.adm); err != nil {
 			t.Fatal(err)
 		}
 		batch = append(batch, intake.NewWait[SubmitRequest, Submitted](ctx, r))
@@ -145,7 +148,10 @@ func TestGroupAnswersEachSubmitOnItsOwn(t *testing.T) {
 	}
 	req := func(v Viewer, text string, parent *uuid.UUID) *pendingSubmit {
 		r := SubmitRequest{Viewer: v, Prompt: text, ParentID: parent}
-		if err := r.validate(); err != nil {
+		if err := r.validate(s.door); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.door.Check(ctx, &r.adm); err != nil {
 			t.Fatal(err)
 		}
 		return intake.NewWait[SubmitRequest, Submitted](ctx, r)
@@ -195,7 +201,7 @@ func TestFailedGroupRetriesEachSubmitAlone(t *testing.T) {
 		}
 		return nil
 	}
-	batch := waitingSubmits(t, ctx, Viewer{OrgID: org, UserID: user}, "retried", 3)
+	batch := waitingSubmits(t, ctx, s, Viewer{OrgID: org, UserID: user}, "retried", 3)
 	s.submits.Flush(ctx, batch)
 	var ids []uuid.UUID
 	for i, p := range batch {
@@ -225,7 +231,7 @@ func TestPanickingGroupAnswersEverySubmit(t *testing.T) {
 	s, _, org, user := newInternalService(t, "panic")
 	ctx := context.Background()
 	s.groupFault = func(int) error { panic("injected panic in a group write") }
-	batch := waitingSubmits(t, ctx, Viewer{OrgID: org, UserID: user}, "panicked", 2)
+	batch := waitingSubmits(t, ctx, s, Viewer{OrgID: org, UserID: user}, "panicked", 2)
 	s.submits.Flush(ctx, batch)
 	for i, p := range batch {
 		select {

@@ -8,6 +8,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
@@ -38,11 +39,19 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 		if err := tx.NewSelect().Model(&prompt).Where("id = ?", old.PromptID).Scan(ctx); err != nil {
 			return fmt.Errorf("load prompt %s: %w", old.PromptID, err)
 		}
+		// A retry is new work: the org's budget, quota and the caller's rate apply to it as
+		// to a submit, and the model must still be one the deployment lists.
+		ask := admit.Request{Door: admit.DoorRetry, OrgID: old.OrgID, UserID: v.UserID, Text: prompt.Body,
+			Model: optionsOf(old).Model}
+		ticket, err := s.door.Admit(ctx, tx, &ask)
+		if err != nil {
+			return fmt.Errorf("retry job %s: %w", id, err)
+		}
 		w := db.NewWrites(tx)
 		job, handle, err := s.enqueueTx(ctx, w, newJob{promptID: old.PromptID, priority: old.Priority,
 			maxAttempts: old.MaxAttempts, options: old.ExecutionOptions, orgID: old.OrgID, userID: old.CreatedBy,
-			correlation: prompt.CorrelationID, supersedes: &old.ID, model: optionsOf(old).Model,
-			tokens: provider.EstimateTokens(prompt.Body)})
+			correlation: prompt.CorrelationID, supersedes: &old.ID, model: ask.Model,
+			tokens: provider.EstimateTokens(prompt.Body), ticket: ticket})
 		if err != nil {
 			return err
 		}

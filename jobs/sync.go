@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 )
 
@@ -24,12 +25,27 @@ type SyncResult struct {
 func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResult, error) {
 	one := 1
 	req := SubmitRequest{Viewer: v, Prompt: text, MaxAttempts: &one}
-	if err := req.validate(); err != nil {
+	if err := req.validate(s.door); err != nil {
 		return SyncResult{}, err
 	}
+	if err := s.door.Check(ctx, &req.adm); err != nil {
+		return SyncResult{}, err
+	}
+	req.Options.Model = req.adm.Model
 	var job db.Job
 	claim := newClaim("sync")
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		grants, err := s.door.Reserve(ctx, tx, []*admit.Request{&req.adm})
+		if err != nil {
+			return err
+		}
+		if grants[0].Err != nil {
+			return grants[0].Err
+		}
+		// The job starts at once: the budget's start rule applies to it as to a claim.
+		if err := s.door.Start(ctx, tx, v.OrgID); err != nil {
+			return fmt.Errorf("run prompt now: %w", err)
+		}
 		promptID, jobID := uuid.New(), uuid.New()
 		prompt := db.Entity{ID: promptID, Kind: "prompt", Body: req.Prompt, CorrelationID: promptID, TruthClass: "authored",
 			StateClass: "open", OrgID: v.OrgID, CreatedBy: v.UserID}
@@ -52,7 +68,8 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 		}
 		opts, _ := json.Marshal(req.Options)
 		queued := db.Job{ID: jobID, PromptID: promptID, State: string(StateQueued), Priority: *req.Priority, Attempt: 1,
-			MaxAttempts: 1, ExecutionOptions: opts, OrgID: v.OrgID, CreatedBy: v.UserID, OperationID: &handle.OperationID}
+			MaxAttempts: 1, ExecutionOptions: opts, OrgID: v.OrgID, CreatedBy: v.UserID, OperationID: &handle.OperationID,
+			BudgetTokens: grants[0].Ticket.Tokens()}
 		w.Insert(queued.InsertStatement())
 		// The job's UPDATE sends the registry row and the job before it runs.
 		job, err = s.apply(ctx, w, change{jobID: jobID, from: []State{StateQueued}, to: StateRunning,

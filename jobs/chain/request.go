@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/registry"
 )
 
@@ -42,18 +42,10 @@ func (r *Request) validate() error {
 	}
 	for i := range r.Steps {
 		st := &r.Steps[i]
-		text := strings.TrimSpace(st.Prompt)
-		switch n := utf8.RuneCountInString(text); {
-		case !utf8.ValidString(st.Prompt):
-			fields[fmt.Sprintf("steps[%d].prompt", i)] = "must be valid UTF-8"
-		case jobs.ControlCharProblem(st.Prompt) != "":
-			fields[fmt.Sprintf("steps[%d].prompt", i)] = jobs.ControlCharProblem(st.Prompt)
-		case n == 0:
-			fields[fmt.Sprintf("steps[%d].prompt", i)] = "is required and must not be blank"
-		case n > jobs.MaxPromptChars:
-			fields[fmt.Sprintf("steps[%d].prompt", i)] = fmt.Sprintf("must be at most %d characters, got %d", jobs.MaxPromptChars, n)
+		if msg := admit.TextProblem(st.Prompt); msg != "" {
+			fields[fmt.Sprintf("steps[%d].prompt", i)] = msg
 		}
-		st.Prompt = text
+		st.Prompt = strings.TrimSpace(st.Prompt)
 	}
 	if len(r.Steps) > 0 && r.Steps[0].IncludePrevious {
 		fields["steps[0].include_previous"] = "the first step has no previous response"

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 	"asterion/jobs/registry"
 )
@@ -83,7 +84,28 @@ func (c *Chains) resume(ctx context.Context, tx bun.Tx, awaited db.Operation, da
 		return fmt.Errorf("read response of chain %s step %d: %w", ch.ID, cont.Step, err)
 	}
 	cont.Step++
-	return c.suspendOnStep(ctx, tx, &ch, cont, &prev)
+	err = c.suspendOnStep(ctx, tx, &ch, cont, &prev)
+	if kind, msg, ok := refusedStep(err); ok {
+		// The step before settled and its settlement stands: the chain fails at the step
+		// admission refused, with what refused it.
+		return c.failTx(ctx, tx, &ch, Diagnostic{ChainID: ch.ID, Step: cont.Step, StepCount: ch.StepCount,
+			Status: "refused", ErrorKind: kind, Message: truncate(fmt.Sprintf("step %d of %d was refused: %s", cont.Step,
+				ch.StepCount, msg), 2000)}, kind)
+	}
+	return err
+}
+
+// refusedStep says whether err is admission's refusal of a step (a limit, or a field rule
+// its text broke), with the kind of refusal and its message.
+func refusedStep(err error) (kind, msg string, ok bool) {
+	if r, is := admit.AsRefusal(err); is {
+		return r.Kind(), r.Error(), true
+	}
+	var verr *registry.ValidationError
+	if errors.As(err, &verr) {
+		return "invalid_step", verr.Error(), true
+	}
+	return "", "", false
 }
 
 // failTx ends a running chain as failed with diag: the diagnostic on sa_chain, its digest

@@ -13,6 +13,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 	"asterion/jobs/registry"
 )
@@ -173,6 +174,18 @@ func (c *Chains) suspendOnStep(ctx context.Context, tx bun.Tx, ch *Chain, cont c
 			text = withPrevious(text, previous.Body)
 		}
 	}
+	// Each step is new work and passes the one admission, the first as the chain is accepted
+	// and each later one as the step before settles.
+	door := admit.DoorChainStep
+	if cont.Step == 1 {
+		door = admit.DoorChain
+	}
+	ask := admit.Request{Door: door, OrgID: ch.OrgID, UserID: ch.CreatedBy, Text: text,
+		TextField: fmt.Sprintf("steps[%d].prompt", cont.Step-1)}
+	ticket, err := c.jobs.AdmitTx(ctx, tx, &ask)
+	if err != nil {
+		return fmt.Errorf("admit chain %s step %d: %w", ch.ID, cont.Step, err)
+	}
 	promptID := uuid.New()
 	prompt := db.Entity{ID: promptID, Kind: "prompt", Body: text, CorrelationID: ch.ID, ParentID: parent, CausationID: parent,
 		TruthClass: "authored", StateClass: "open", OrgID: ch.OrgID, CreatedBy: ch.CreatedBy}
@@ -180,7 +193,7 @@ func (c *Chains) suspendOnStep(ctx context.Context, tx bun.Tx, ch *Chain, cont c
 		return fmt.Errorf("insert prompt of chain %s step %d: %w", ch.ID, cont.Step, err)
 	}
 	job, h, err := c.jobs.EnqueueTx(ctx, tx, jobs.QueuedPrompt{PromptID: promptID, Priority: ch.Priority,
-		OrgID: ch.OrgID, UserID: ch.CreatedBy, Correlation: ch.ID})
+		OrgID: ch.OrgID, UserID: ch.CreatedBy, Correlation: ch.ID, Admitted: ticket, Model: ask.Model, Text: text})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,191 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"asterion/db"
+	"asterion/db/dbtest"
+	"asterion/jobs"
+	"asterion/jobs/admit"
+	"asterion/jobs/jobstest"
+	"asterion/jobs/usage"
+)
+
+// setBudget gives org a daily budget of tokens.
+func setBudget(t *testing.T, m *usage.Meter, org int64, tokens int64) {
+	t.Helper()
+	if err := m.SetBudget(context.Background(), org, usage.Budget{Tokens: tokens, Period: usage.Day}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// asBudgetRefusal fails the test unless err is admission's budget refusal, and returns it.
+func asBudgetRefusal(t *testing.T, what string, err error) *admit.BudgetExhaustedError {
+	t.Helper()
+	var be *admit.BudgetExhaustedError
+	if !errors.As(err, &be) || !errors.Is(err, admit.ErrBudgetExhausted) {
+		t.Fatalf("%s: %v, want the budget's refusal", what, err)
+	}
+	return be
+}
+
+// TestBudgetReservedAtSubmit: a submit reserves its estimate at once, so the submit after the
+// one that reached the budget is refused before anything has run, with the seconds until the
+// period resets; another org is not held, and clearing the budget admits again.
+func TestBudgetReservedAtSubmit(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m))
+	ctx := context.Background()
+	setBudget(t, m, e.O, 10)
+	first := e.Submit("the first is admitted")
+	reserved := e.Job(first.JobID).BudgetTokens
+	if reserved <= 10 {
+		t.Fatalf("the first job reserves %d tokens, want its text plus the default output estimate", reserved)
+	}
+	_, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "the second finds the first's reservation"})
+	be := asBudgetRefusal(t, "the second submit", err)
+	if be.Used != 0 || be.Reserved != int64(reserved) || be.Budget != 10 {
+		t.Errorf("refusal %+v, want nothing used, the first job's %d reserved", be, reserved)
+	}
+	_, end := usage.Day.Bounds(time.Now())
+	if want := int(time.Until(end).Seconds()); be.RetryAfter() < want-5 || be.RetryAfter() > want+5 {
+		t.Errorf("RetryAfter %d, want about %d", be.RetryAfter(), want)
+	}
+	other, otherUser := createOrgUser(t, e.D.Bun, "member")
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: other, UserID: otherUser},
+		Prompt: "another org is not held"}); err != nil {
+		t.Errorf("another org: %v", err)
+	}
+	// A scheduled submit reserves as well: later is not a way around the budget.
+	at := time.Now().Add(time.Hour)
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "later, then", ScheduledFor: &at}); err == nil {
+		t.Error("a scheduled submit over the budget was accepted")
+	}
+	setBudget(t, m, e.O, 0)
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "cleared"}); err != nil {
+		t.Errorf("after the budget was cleared: %v", err)
+	}
+}
+
+// TestBudgetHoldsAcrossProcesses: 40 submits at once, from two services on their own
+// connection pools (two processes), against a budget of a little over two jobs' estimates:
+// exactly three are admitted (each saw the reservations before it below the budget), and what
+// they spend stays within the budget plus one job.
+func TestBudgetHoldsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m))
+	ctx := context.Background()
+	second, err := db.Open(ctx, db.OpenConfig{URL: e.D.URL, WaitFor: 5 * time.Second, MaxOpenConns: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Close() })
+	other := jobstest.NewService(t, &dbtest.DB{Bun: second, Pool: e.D.Pool, URL: e.D.URL}, instantSim())
+
+	probe := e.Submit("prompt 00")
+	estimate := int64(e.Job(probe.JobID).BudgetTokens)
+	if _, err := e.S.Cancel(ctx, e.V, probe.JobID, jobs.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	budget := 2*estimate + 1
+	setBudget(t, m, e.O, budget)
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		admitted []uuid.UUID
+		refused  int
+		failures []error
+	)
+	for i := range 40 {
+		svc := e.S
+		if i%2 == 1 {
+			svc = other
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := svc.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: fmt.Sprintf("prompt %02d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				admitted = append(admitted, out.JobID)
+			case errors.Is(err, admit.ErrBudgetExhausted):
+				refused++
+			default:
+				failures = append(failures, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("submits failed: %v", failures)
+	}
+	if len(admitted) != 3 || refused != 37 {
+		t.Fatalf("%d admitted and %d refused, want 3 and 37", len(admitted), refused)
+	}
+	var reservedSum int64
+	for _, id := range admitted {
+		reservedSum += int64(e.Job(id).BudgetTokens)
+	}
+	if reservedSum > budget+estimate {
+		t.Errorf("the admitted jobs reserve %d tokens, more than the budget %d plus one job", reservedSum, budget)
+	}
+	startRuntime(t, e, e.S, 2)
+	for _, id := range admitted {
+		e.WaitState(id, jobs.StateSucceeded, 30*time.Second)
+	}
+	st, err := m.Status(ctx, e.O)
+	if err != nil || st.Used > budget+estimate {
+		t.Errorf("spent %+v (%v), more than the budget %d plus one job of %d", st, err, budget, estimate)
+	}
+}
+
+// TestBudgetCheckedAtStart: eight jobs scheduled for a moment later are accepted before their
+// org has a budget; once it has one, a job starts only while the usage plus the reservations
+// of the org's running jobs is below it. Three of the eight start (the third saw two jobs'
+// reservations, below the budget), the other five wait saying why and never start, until the
+// budget is cleared and they all run.
+func TestBudgetCheckedAtStart(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m))
+	ctx := context.Background()
+	at := time.Now().Add(time.Second)
+	var ids []uuid.UUID
+	for i := range 8 {
+		sub := e.Submit(fmt.Sprintf("waits %d #sim:hang", i), func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
+		ids = append(ids, sub.JobID)
+	}
+	estimate := int64(e.Job(ids[0]).BudgetTokens)
+	setBudget(t, m, e.O, 2*estimate+1)
+	startRuntime(t, e, e.S, 8)
+	count := func(state, waiting string) int {
+		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = ? AND coalesce(waiting_for, '') = ?", e.O, state, waiting)
+	}
+	waitFor(t, 60*time.Second, "five jobs to wait for the budget", func() bool {
+		return count("queued", jobs.WaitingBudget) == 5
+	})
+	if running := count("running", ""); running != 3 {
+		t.Errorf("%d jobs running beside the five waiting, want 3", running)
+	}
+	setBudget(t, m, e.O, 0)
+	waitFor(t, 60*time.Second, "all eight to start once the budget is cleared", func() bool {
+		return count("running", "") == 8
+	})
+	for _, id := range ids {
+		if _, err := e.S.Cancel(ctx, e.V, id, jobs.Actor{Name: "test"}); err != nil {
+			t.Error(err)
+		}
+	}
+}
