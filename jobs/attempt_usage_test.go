@@ -75,4 +75,3 @@ func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
 		t.Errorf("cut attempt %+v, %d words stored", rows[0], written)
 	}
 }
-
