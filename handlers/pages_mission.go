@@ -289,6 +289,9 @@ func (s *Server) missionAction(c *fiber.Ctx, act func(context.Context, jobs.View
 	case refused:
 		// A retry is new work: admission's limits answer it as they answer the compose bar.
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(refusal.RetryAfter()))
+		if !isHTMX(c) {
+			return fiber.NewError(fiber.StatusTooManyRequests, "The retry was refused: "+refusal.Error()+".")
+		}
 		status = fiber.StatusTooManyRequests
 	case errors.As(err, &verr):
 		return fiber.NewError(fiber.StatusUnprocessableEntity, "This prompt can no longer be retried: "+verr.Error())

@@ -25,7 +25,7 @@ func (e *tenv) rowCounts() map[string]int {
 
 func TestSubmitIdempotency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Models = []string{"sim-1", "other-model"} })
 	ctx := context.Background()
 	withKey := func(key string) func(*jobs.SubmitRequest) {
 		return func(r *jobs.SubmitRequest) { r.IdempotencyKey = key }

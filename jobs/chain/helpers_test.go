@@ -23,9 +23,9 @@ type tenv struct {
 
 // newEnv makes a fresh database with one org and member, and a service over prov with the
 // chain owner registered.
-func newEnv(t testing.TB, prov provider.Provider) *tenv {
+func newEnv(t testing.TB, prov provider.Provider, mods ...func(*jobs.Config)) *tenv {
 	t.Helper()
-	e := &tenv{Env: jobstest.NewEnv(t, prov)}
+	e := &tenv{Env: jobstest.NewEnv(t, prov, mods...)}
 	c, err := chain.New(chain.Config{Jobs: e.S})
 	if err != nil {
 		t.Fatalf("chain.New: %v", err)
