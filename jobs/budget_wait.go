@@ -1,11 +1,8 @@
 package jobs
 
 import (
-	"context"
 	"errors"
 	"time"
-
-	"github.com/google/uuid"
 
 	"asterion/jobs/admit"
 )
@@ -17,12 +14,6 @@ const WaitingBudget = "budget"
 // budgetRecheck is the longest a vehicle of a job waiting for its org's budget sleeps before
 // it looks again: a budget raised or cleared is seen within it.
 const budgetRecheck = 15 * time.Second
-
-// budgetWait says a job's org has no budget left to start it, and marks the job waiting.
-func (s *Service) budgetWait(ctx context.Context, jobID uuid.UUID, err error) claimResult {
-	s.calls.markWaiting(ctx, jobID, WaitingBudget)
-	return s.budgetWaitOf(err)
-}
 
 // budgetWaitOf is the claim's answer to a start admission refused: wait until the period
 // resets, or budgetRecheck, whichever comes first.

@@ -62,8 +62,6 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 	case errors.Is(err, errOrgAtCap):
 		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
 		return claimResult{outcome: claimWait, wait: orgCapRecheck, reason: "the org runs its most jobs at once"}, nil
-	case errors.Is(err, admit.ErrBudgetWait):
-		return s.budgetWait(ctx, jobID, err), nil
 	case !errors.Is(err, errNoChange):
 		return claimResult{}, err
 	}
@@ -150,11 +148,9 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 		if err := s.admit.underRunningCap(ctx, tx, orgID); err != nil {
 			return err
 		}
-		if err := s.door.Start(ctx, tx, orgID); err != nil {
-			return err
-		}
 		w := db.NewWrites(tx)
 		ch := claimChange(jobID, riverJobID, claim)
+		ch.where = append(ch.where, is(noBudgetSQL))
 		ch.prompt = true
 		var err error
 		if moved, err = s.move(ctx, w, ch); err != nil {
@@ -185,6 +181,11 @@ func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 			is("progress_chunks = 0"), is("progress_tokens = 0")},
 		where: []clause{is("river_job_id = ?", riverJobID), is(notPausedSQL)}}
 }
+
+// noBudgetSQL is the condition of the one-statement claim that the job's org has no budget: a
+// job of an org with one takes the locked claim, where admission's start rule is applied under
+// the budget's lock. An org without a budget pays no statement for it.
+const noBudgetSQL = `NOT EXISTS (SELECT 1 FROM sa_org_budget AS b WHERE b.org_id = sa_job.org_id)`
 
 // notPausedSQL is the condition of a claim that the job's org is not paused: the dispatch
 // looked before the governor's wait, this is the word that counts.
