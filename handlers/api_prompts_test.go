@@ -68,7 +68,7 @@ func TestSubmitPromptContract(t *testing.T) {
 	for _, hdr := range [][]string{nil, {"Prefer", "respond-async"}, {"Content-Type", "application/json; charset=utf-8"}} {
 		r := f.do(t, "POST", "/sa-core/v1/prompt", u.Tok,
 			map[string]any{"prompt": "  hello there  ", "priority": 7, "max_attempts": 2,
-				"options": map[string]any{"model": "m1", "depth": 3}}, hdr...)
+				"options": map[string]any{"model": "sim-1", "depth": 3}}, hdr...)
 		got := checkAccepted(t, r)
 		if _, err := uuid.Parse(got.PromptID); err != nil {
 			t.Errorf("prompt_id %q: %v", got.PromptID, err)
