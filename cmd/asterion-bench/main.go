@@ -63,6 +63,10 @@ type config struct {
 	// loadScale multiplies the counts (and the governed and fairness phases' durations) of the
 	// phases that start servers of their own; below 1 while developing them.
 	loadScale float64
+	// budget, when positive, gives the Asterion side's org a daily token budget that large, so
+	// that every submit and start reserves against it (admission's locked path) instead of
+	// finding no budget.
+	budget int64
 }
 
 // scaled is n times the load scale, at least 1.
@@ -121,6 +125,7 @@ func run() error {
 	flag.StringVar(&cfg.pageSizes, "page-sizes", "10000,100000,1000000", "database sizes of the pages phase (seeded prompts)")
 	flag.IntVar(&cfg.pageRequests, "page-requests", 200, "sequential requests per page and size in the pages phase")
 	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
+	flag.Int64Var(&cfg.budget, "budget", 0, "a daily token budget for the Asterion side's org (0: none), to measure admission's reservation")
 	flag.Float64Var(&cfg.loadScale, "load-scale", 1, "scale of the chunks, inflight, governed and fairness phases (below 1 while developing them)")
 	flag.Parse()
 	ctx := context.Background()
@@ -178,6 +183,11 @@ func run() error {
 	tokOut, err := exec.Command(cfg.bin, "token", "create", "--user", "admin", "--database-url", astDB).Output()
 	if err != nil {
 		return fmt.Errorf("create token: %w", err)
+	}
+	if cfg.budget > 0 {
+		if _, err := runCLI(cfg.bin, astDB, "", "org", "set-budget", "--tokens", strconv.FormatInt(cfg.budget, 10), "--period", "day", "default"); err != nil {
+			return fmt.Errorf("set the bench org's budget: %w", err)
+		}
 	}
 	astT := newTarget("asterion", "http://"+astAddr+"/sa-core/v1/prompt", strings.TrimSpace(string(tokOut)))
 	baseT := newTarget("baseline", "http://"+baseAddr+"/submit", "")
