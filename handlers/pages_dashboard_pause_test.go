@@ -63,7 +63,7 @@ func seedFlow(t *testing.T, f *dashFixture) {
 		HasLimitTokens: true, LimitTokens: 40000}, RateLimited: true, RetryAfter: time.Minute, HasRetryAfter: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.SetPaused(ctx, "m-held", true); err != nil {
+	if err := g.Pause(ctx, "m-held", governor.Pauser{Role: governor.RoleAdmin, Actor: "cli"}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := usage.New(usage.Config{DB: e.DB.Bun})

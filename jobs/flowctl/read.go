@@ -22,6 +22,12 @@ type OrgFlow struct {
 	// paused its work.
 	Weight int
 	Paused bool
+	// PausedBy, PausedRole and PausedActor say who set the pause (the user, nil for the
+	// command line; its role, "" for a pause recorded before roles were; its name in the audit
+	// trail).
+	PausedBy    *int64
+	PausedRole  string
+	PausedActor string
 	// Budget is its token budget (Tokens zero: none); Used what it recorded in the current
 	// period of the budget, which ends at Resets.
 	Budget usage.Budget
@@ -40,7 +46,8 @@ const orgFlowsSQL = `WITH c AS (
     GROUP BY org_id
 )
 SELECT o.id, o.name, coalesce(c.running, 0), coalesce(c.queued, 0),
-       coalesce(s.weight, 1), coalesce(s.paused, false),
+       coalesce(s.weight, 1), coalesce(s.paused, false), s.paused_by, coalesce(s.paused_role, ''),
+       coalesce(s.paused_actor, ''),
        coalesce(b.tokens, 0), coalesce(b.period, ''),
        coalesce((SELECT sum(u.tokens) FROM sa_usage_period u
                  WHERE u.org_id = o.id AND u.period = b.period
@@ -67,7 +74,8 @@ func (c *Control) Orgs(ctx context.Context, v Viewer) ([]OrgFlow, error) {
 			o      OrgFlow
 			period string
 		)
-		if err := rows.Scan(&o.OrgID, &o.Org, &o.Running, &o.Queued, &o.Weight, &o.Paused, &o.Budget.Tokens, &period,
+		if err := rows.Scan(&o.OrgID, &o.Org, &o.Running, &o.Queued, &o.Weight, &o.Paused, &o.PausedBy, &o.PausedRole,
+			&o.PausedActor, &o.Budget.Tokens, &period,
 			&o.Used); err != nil {
 			return nil, fmt.Errorf("read the orgs' flow control: %w", err)
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/uptrace/bun"
 )
 
 // Where a limit in force comes from.
@@ -33,6 +31,21 @@ type State struct {
 // ProviderPaused reports whether a provider's Retry-After (or an exhausted limit) still holds
 // every call to the model.
 func (s State) ProviderPaused() bool { return s.PausedUntil != nil && s.PausedUntil.After(s.Now) }
+
+// PauseRole is the role of who holds the model now: the operator pause's role (RoleAdmin for
+// a pause recorded before roles were), RoleProvider while only the provider's pause holds it,
+// "" when nothing does.
+func (s State) PauseRole() string {
+	switch {
+	case s.OperatorPaused && s.PausedRole != "":
+		return s.PausedRole
+	case s.OperatorPaused:
+		return RoleAdmin
+	case s.ProviderPaused():
+		return RoleProvider
+	}
+	return ""
+}
 
 func limitSource(configured, learned int) (int, string) {
 	switch {
@@ -62,17 +75,4 @@ func (g *Governor) States(ctx context.Context) ([]State, error) {
 		out[i] = st
 	}
 	return out, nil
-}
-
-// SetPausedIn is SetPaused inside the caller's transaction (idb), so that an operator's pause
-// and its audit row commit together.
-func (g *Governor) SetPausedIn(ctx context.Context, idb bun.IDB, model string, paused bool) error {
-	_, err := idb.NewInsert().Model(&ModelState{Model: model, OperatorPaused: paused}).
-		Column("model", "operator_paused").
-		On("CONFLICT (model) DO UPDATE").Set("operator_paused = EXCLUDED.operator_paused").Set("updated_at = now()").
-		Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("set model %s paused=%v: %w", model, paused, err)
-	}
-	return nil
 }
