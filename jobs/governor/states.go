@@ -59,13 +59,15 @@ func limitSource(configured, learned int) (int, string) {
 
 // States returns every model the governor has seen, by name, with the limits in force.
 func (g *Governor) States(ctx context.Context) ([]State, error) {
-	var now time.Time
-	if err := g.cfg.DB.NewSelect().ColumnExpr("clock_timestamp()").Scan(ctx, &now); err != nil {
-		return nil, fmt.Errorf("read the database clock: %w", err)
-	}
 	models, err := g.Models(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// The clock is read after the rows, so that it is never earlier than a pause's start
+	// that the rows show: a pause then never seems longer than it was set for.
+	var now time.Time
+	if err := g.cfg.DB.NewSelect().ColumnExpr("clock_timestamp()").Scan(ctx, &now); err != nil {
+		return nil, fmt.Errorf("read the database clock: %w", err)
 	}
 	out := make([]State, len(models))
 	for i, m := range models {
