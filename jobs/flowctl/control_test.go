@@ -198,6 +198,8 @@ func TestModelPauseIsAdminOnly(t *testing.T) {
 	}
 	states, err := f.c.Models(ctx)
 	if err != nil || len(states) != 1 || !states[0].OperatorPaused || states[0].RPM != 120 ||
+		states[0].PausedRole != governor.RoleAdmin || states[0].PausedActor != "user:ada" || states[0].PausedBy == nil ||
+		*states[0].PausedBy != uid ||
 		states[0].RPMSource != governor.SourceConfigured || states[0].TPMSource != governor.SourceNone {
 		t.Fatalf("models after pause: %+v %v", states, err)
 	}

@@ -126,6 +126,10 @@ func roleOf(v Viewer) string {
 	return governor.RoleOperator
 }
 
+// mayChange reports whether v may change a pause set by role: only a role of at least its
+// rank may (setOrgPausedSQL holds the same rule under the row's lock).
+func mayChange(v Viewer, role string) bool { return pauseRank(roleOf(v)) >= pauseRank(role) }
+
 // pauseRank orders the roles that may set a pause: a pause is changed only by a role of at
 // least its rank. A pause recorded before roles were ranks lowest.
 func pauseRank(role string) int {

@@ -28,6 +28,8 @@ type OrgFlow struct {
 	PausedBy    *int64
 	PausedRole  string
 	PausedActor string
+	// Held means the viewer may not change the pause: a higher role set it.
+	Held bool
 	// Budget is its token budget (Tokens zero: none); Used what it recorded in the current
 	// period of the budget, which ends at Resets.
 	Budget usage.Budget
@@ -79,6 +81,7 @@ func (c *Control) Orgs(ctx context.Context, v Viewer) ([]OrgFlow, error) {
 			&o.Used); err != nil {
 			return nil, fmt.Errorf("read the orgs' flow control: %w", err)
 		}
+		o.Held = o.Paused && !mayChange(v, o.PausedRole)
 		if o.Budget.Tokens > 0 {
 			p, err := usage.ParsePeriod(period)
 			if err != nil {
