@@ -252,6 +252,7 @@ func TestReservationsCommitWithoutWaitingForTheFlush(t *testing.T) {
 	for _, tt := range []struct{ name, query string }{
 		{"reserve", "SELECT granted FROM asterion_governor_reserve('m', 0, 0, 1, 2, 2)"},
 		{"observe", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false)"},
+		{"observe bounded", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false, 300)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tx, err := d.Bun.BeginTx(ctx, nil)
