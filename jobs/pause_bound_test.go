@@ -81,7 +81,10 @@ func (e *tenv) retryIn(id uuid.UUID) time.Duration {
 func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 	t.Parallel()
 	var g *governor.Governor
-	e := newEnv(t, jobstest.InstantSim(), withMaxPause(t, 0, &g))
+	// The limited job's vehicle sleeps its real retry delay (not the tests' FastWait), as in
+	// production: otherwise its next attempt races the resume and pauses the model again.
+	realWait := func(cfg *jobs.Config) { cfg.Wait = func(d time.Duration) time.Duration { return d } }
+	e := newEnv(t, jobstest.InstantSim(), withMaxPause(t, 0, &g), realWait)
 	startRuntime(t, e, e.S, 4)
 	ctx := context.Background()
 
@@ -143,8 +146,24 @@ func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 			t.Errorf("after the resume job %s's vehicle is %s until %v (now %v)", w.JobID, v.state, v.scheduledAt, v.dbNow)
 		}
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		st, _ := modelState(t, g, provider.SimModel)
+		t.Logf("model: %+v", st)
+		for _, w := range append(waiting, attack) {
+			j := e.Job(w.JobID)
+			t.Logf("job %s: %s attempt %d waiting_for %v scheduled_at %v; vehicle %+v", j.ID, j.State, j.Attempt, j.WaitingFor,
+				j.ScheduledAt, e.vehicleOf(w.JobID))
+		}
+		jobstest.DumpQueue(t, e.D)
+	})
+	// They run (the check above shows the resume woke them; this deadline is generous because
+	// on a loaded machine the limited job's next attempt may come first and pause the model
+	// again, for at most another 60 s).
 	for _, w := range waiting {
-		e.WaitState(w.JobID, jobs.StateSucceeded, 60*time.Second)
+		e.WaitState(w.JobID, jobs.StateSucceeded, 150*time.Second)
 	}
 	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = ? AND subject_id = ?", flowctl.ActionModelResumed, provider.SimModel); n != 1 {
 		t.Errorf("%d audit rows of the resume, want 1", n)
