@@ -45,7 +45,7 @@ func (s *Server) loadFlow(ctx context.Context, v jobs.Viewer, now time.Time) (vi
 	for _, st := range states {
 		m := views.ModelFlow{Model: st.Model, RPM: st.RPM, TPM: st.TPM, RPMSource: st.RPMSource, TPMSource: st.TPMSource,
 			UsedCalls: used[st.Model][0], UsedTokens: used[st.Model][1], OperatorPaused: st.OperatorPaused,
-			Calls: st.Calls, Limited: st.Limited}
+			PausedRole: st.PausedRole, PausedActor: st.PausedActor, Calls: st.Calls, Limited: st.Limited}
 		if st.ProviderPaused() {
 			t := st.PausedUntil.UTC()
 			m.PausedUntil = &t
@@ -64,7 +64,7 @@ func (s *Server) loadFlow(ctx context.Context, v jobs.Viewer, now time.Time) (vi
 	}
 	for _, o := range orgs {
 		row := views.OrgFlow{ID: o.OrgID, Org: o.Org, Running: o.Running, Queued: o.Queued, Weight: o.Weight,
-			Paused: o.Paused, BudgetTokens: o.Budget.Tokens, BudgetPeriod: string(o.Budget.Period), Used: o.Used,
+			Paused: o.Paused, PausedRole: o.PausedRole, PausedActor: o.PausedActor, PauseHeld: o.Held, BudgetTokens: o.Budget.Tokens, BudgetPeriod: string(o.Budget.Period), Used: o.Used,
 			Resets: o.Resets}
 		// Only an admin sees the other orgs' weights that a share is taken of.
 		if v.AllOrgs && activeWeight > 0 && o.Running+o.Queued > 0 {

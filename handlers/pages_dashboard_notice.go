@@ -25,8 +25,9 @@ var dashNotices = map[string]views.Notice{
 	"action-conflict": {Tone: "error", Text: "The state changed meanwhile; nothing was done."},
 	"org-paused":      {Tone: "ok", Text: "Paused the organisation: its queued jobs wait until it is resumed; running jobs finish."},
 	"org-resumed":     {Tone: "ok", Text: "Resumed the organisation: its queued jobs run again."},
+	"org-pause-held":  {Tone: "error", Text: "An admin paused this organisation: only an admin can resume it. Nothing was changed."},
 	"model-paused":    {Tone: "ok", Text: "Paused every call to the model, for every organisation, until it is resumed."},
-	"model-resumed":   {Tone: "ok", Text: "Resumed the calls to the model."},
+	"model-resumed":   {Tone: "ok", Text: "Resumed the calls to the model: any pause, an operator's or the provider's, has ended, and the jobs that waited for it run."},
 }
 
 // dashNoticeOf reads the notice of a redirect; unknown codes show nothing. A bulk action's notice

@@ -31,6 +31,11 @@ func (s *Server) setOrgPaused(c *fiber.Ctx, paused bool) error {
 	}
 	p := principalOf(c)
 	err = s.deps.Flow.SetOrgPaused(c.UserContext(), viewerOf(p), actorOf(p), id, paused)
+	if errors.Is(err, flowctl.ErrPauseHeld) {
+		// The viewer sees the org and acts on it, but a higher role holds its pause: say so on
+		// the page rather than answer as if the org were out of reach.
+		return c.Redirect(dashWithNotice(healthFlowBack, "org-pause-held")+"#flow-orgs", fiber.StatusSeeOther)
+	}
 	if err != nil {
 		return s.flowError(c, err, "organisation")
 	}

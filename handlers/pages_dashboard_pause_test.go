@@ -63,7 +63,7 @@ func seedFlow(t *testing.T, f *dashFixture) {
 		HasLimitTokens: true, LimitTokens: 40000}, RateLimited: true, RetryAfter: time.Minute, HasRetryAfter: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.SetPaused(ctx, "m-held", true); err != nil {
+	if err := g.Pause(ctx, "m-held", governor.Pauser{Role: governor.RoleAdmin, Actor: "cli"}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := usage.New(usage.Config{DB: e.DB.Bun})
@@ -95,7 +95,7 @@ func TestHealthFlowShowsRealState(t *testing.T) {
 	wantStatus(t, r, http.StatusOK, "health as acme's operator")
 	for _, want := range []string{
 		`data-model="m-learned"`, `data-rpm="60"`, `data-tpm="40000"`, "60 (learned)", "1000 / 40000",
-		"2 / 60", `data-provider-paused`, `data-model="m-held" data-paused="true"`, "paused by an operator",
+		"2 / 60", `data-provider-paused`, `data-model="m-held" data-paused="true"`, "paused by an admin (cli)",
 		`data-org="acme" data-paused="false"`, "1000 / 5000 tokens this day (20.0 %)",
 		`action="/admin/health/orgs/` + acme + `/pause"`, `name="csrf_token" value="` + f.opA.csrf + `"`,
 		`id="chart-tokens"`, `data-token-line="m-learned"`, "(your org)",
@@ -197,4 +197,67 @@ func TestHealthPauseActions(t *testing.T) {
 		t.Fatal("model resume not written or not audited")
 	}
 	wantStatus(t, e.post(t, f.adm, "/admin/health/models/pause", url.Values{"model": {""}}, true), http.StatusBadRequest, "no model")
+}
+
+// modelProviderPaused reads whether a provider's pause still holds a model.
+func (e *dashEnv) modelProviderPaused(t *testing.T, model string) bool {
+	t.Helper()
+	var paused bool
+	if err := e.DB.Bun.QueryRowContext(context.Background(),
+		"SELECT coalesce((SELECT paused_until > now() FROM sa_governor WHERE model = ?), false)", model).Scan(&paused); err != nil {
+		t.Fatal(err)
+	}
+	return paused
+}
+
+// TestHealthPauseRoleRule: the page says who paused an org; an org's operator cannot lift the
+// pause an admin set (a notice says so, nothing changes, no resume button is offered), the
+// admin can; an admin's resume of a model ends the provider's pause too.
+func TestHealthPauseRoleRule(t *testing.T) {
+	t.Parallel()
+	f := newDashFixture(t)
+	e := f.e
+	seedFlow(t, f)
+	acme := strconv.FormatInt(f.opA.orgID, 10)
+	resumeAcme := "/admin/health/orgs/" + acme + "/resume"
+
+	wantStatus(t, e.post(t, f.adm, "/admin/health/orgs/"+acme+"/pause", nil, true), http.StatusSeeOther, "admin pauses acme")
+	r := e.get(t, f.opA, "/admin/health/panel")
+	wantContains(t, r.body, "paused by an admin (user:ada)", "acme operator's panel")
+	wantContains(t, r.body, "data-pause-held", "acme operator's panel")
+	wantNotContains(t, r.body, `action="`+resumeAcme+`"`, "acme operator's panel")
+
+	r = e.post(t, f.opA, resumeAcme, nil, true)
+	wantStatus(t, r, http.StatusSeeOther, "acme's operator resumes the admin's pause")
+	if !strings.Contains(r.location, "notice=org-pause-held") {
+		t.Fatalf("redirect to %q, want the org-pause-held notice", r.location)
+	}
+	if !e.orgPaused(t, f.opA.orgID) || e.audits(t, "org.resumed", acme, "user:olga") != 0 {
+		t.Fatal("the operator lifted the admin's pause")
+	}
+	wantContains(t, e.get(t, f.opA, strings.Split(r.location, "#")[0]).body, "only an admin can resume it", "notice")
+	// Re-pausing it as the operator would make the pause the operator's: refused too.
+	r = e.post(t, f.opA, "/admin/health/orgs/"+acme+"/pause", nil, true)
+	if !strings.Contains(r.location, "notice=org-pause-held") || e.audits(t, "org.paused", acme, "user:olga") != 0 {
+		t.Fatalf("the operator re-paused the admin's pause: redirect %q", r.location)
+	}
+
+	r = e.get(t, f.adm, "/admin/health/panel")
+	wantContains(t, r.body, `action="`+resumeAcme+`"`, "admin's panel")
+	wantStatus(t, e.post(t, f.adm, resumeAcme, nil, true), http.StatusSeeOther, "admin resumes acme")
+	if e.orgPaused(t, f.opA.orgID) || e.audits(t, "org.resumed", acme, "user:ada") != 1 {
+		t.Fatal("the admin's resume not written or not audited")
+	}
+
+	// The provider paused m-learned: an admin's resume ends that pause too.
+	if !e.modelProviderPaused(t, "m-learned") {
+		t.Fatal("seeded provider pause missing")
+	}
+	r = e.get(t, f.adm, "/admin/health/panel")
+	wantContains(t, r.body, "End the provider&#39;s pause", "admin's panel")
+	wantStatus(t, e.post(t, f.adm, "/admin/health/models/resume", url.Values{"model": {"m-learned"}}, true), http.StatusSeeOther,
+		"admin ends the provider's pause")
+	if e.modelProviderPaused(t, "m-learned") || e.audits(t, "model.resumed", "m-learned", "user:ada") != 1 {
+		t.Fatal("the provider's pause outlived the admin's resume, or the resume was not audited")
+	}
 }

@@ -367,7 +367,7 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 	// Members see a fixed description; the provider's own words and the cause go to operators
 	// (sa_job_error) and the log.
 	kind, msg, detail := string(perr.Kind), truncate(perr.MemberMessage(), 1000), truncate(perr.Error(), 4000)
-	decision := Decide(perr, job.Attempt, job.MaxAttempts, s.cfg.Rand)
+	decision := Decide(perr, job.Attempt, job.MaxAttempts, s.maxPause(), s.cfg.Rand)
 	if provider.IsCanceled(callErr) {
 		kind, msg = KindWorkerCrash, "the worker stopped while the provider call was in flight"
 		decision = Decision{Retry: job.Attempt < job.MaxAttempts}

@@ -68,8 +68,11 @@ func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
 		return river.JobSnooze(pausedModelRecheck)
 	case !grant.Granted:
+		// The slot is never later than the pause that holds the model ends, and that pause
+		// is at most MaxPause away; bounding the sleep by both keeps a vehicle from outliving
+		// its reason even if the row said otherwise. A resume wakes it sooner.
 		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
-		return river.JobSnooze(grant.Wait)
+		return river.JobSnooze(min(grant.Wait, g.MaxPause()))
 	case grant.Wait <= 0:
 		return nil
 	}
@@ -84,6 +87,15 @@ func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// maxPause is the longest one provider answer may hold anything: the governor's MaxPause, or
+// its default without a governor.
+func (s *Service) maxPause() time.Duration {
+	if g := s.cfg.Governor; g != nil {
+		return g.MaxPause()
+	}
+	return governor.DefaultMaxPause
 }
 
 // markWaitingSQL says on a queued job what it waits for; a job no longer queued is left as

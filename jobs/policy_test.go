@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/governor"
 	"asterion/jobs/provider"
 )
 
@@ -62,7 +63,7 @@ func TestDecide(t *testing.T) {
 	retryable := []provider.ErrorKind{provider.KindTimeout, provider.KindRateLimit, provider.KindProvider5xx, provider.KindUnknown}
 	for _, k := range retryable {
 		for attempt := 1; attempt <= 3; attempt++ {
-			d := jobs.Decide(&provider.Error{Kind: k}, attempt, 3, zero)
+			d := jobs.Decide(&provider.Error{Kind: k}, attempt, 3, governor.DefaultMaxPause, zero)
 			if attempt < 3 && !d.Retry {
 				t.Errorf("%s at attempt %d/3: no retry, want a retry", k, attempt)
 			}
@@ -74,22 +75,22 @@ func TestDecide(t *testing.T) {
 			}
 		}
 		// An attempt past the budget (max lowered) never retries.
-		if d := jobs.Decide(&provider.Error{Kind: k}, 5, 3, zero); d.Retry {
+		if d := jobs.Decide(&provider.Error{Kind: k}, 5, 3, governor.DefaultMaxPause, zero); d.Retry {
 			t.Errorf("%s at attempt 5/3 retries", k)
 		}
 	}
 	for _, k := range []provider.ErrorKind{provider.KindProvider4xx, provider.KindParse, provider.KindAuth} {
-		if d := jobs.Decide(&provider.Error{Kind: k}, 1, 10, zero); d.Retry {
+		if d := jobs.Decide(&provider.Error{Kind: k}, 1, 10, governor.DefaultMaxPause, zero); d.Retry {
 			t.Errorf("%s retries: %+v", k, d)
 		}
 	}
 	// Rate limits: Retry-After is respected exactly, else at least a minute.
-	if d := jobs.Decide(&provider.Error{Kind: provider.KindRateLimit, HasRetryAfter: true, RetryAfter: 7 * time.Second}, 1, 3, zero); !d.Retry || d.Delay != 7*time.Second {
+	if d := jobs.Decide(&provider.Error{Kind: provider.KindRateLimit, HasRetryAfter: true, RetryAfter: 7 * time.Second}, 1, 3, governor.DefaultMaxPause, zero); !d.Retry || d.Delay != 7*time.Second {
 		t.Errorf("rate limit with Retry-After 7s: %+v", d)
 	}
 	for _, r := range []float64{0, 0.5, 0.999} {
 		for attempt := 1; attempt <= 2; attempt++ {
-			d := jobs.Decide(&provider.Error{Kind: provider.KindRateLimit}, attempt, 5, constRand(r))
+			d := jobs.Decide(&provider.Error{Kind: provider.KindRateLimit}, attempt, 5, governor.DefaultMaxPause, constRand(r))
 			if !d.Retry || d.Delay < jobs.RateLimitFloor {
 				t.Errorf("rate limit without Retry-After (attempt %d, rand %v): %+v, want ≥ %s", attempt, r, d, jobs.RateLimitFloor)
 			}
@@ -98,8 +99,15 @@ func TestDecide(t *testing.T) {
 	if jobs.RateLimitFloor < time.Minute {
 		t.Errorf("RateLimitFloor = %s, §8 asks for at least 60 s", jobs.RateLimitFloor)
 	}
+	// A Retry-After of centuries waits at most the longest pause one answer may cause.
+	for _, maxPause := range []time.Duration{governor.DefaultMaxPause, 30 * time.Second} {
+		huge := &provider.Error{Kind: provider.KindRateLimit, HasRetryAfter: true, RetryAfter: 9000000000 * time.Second}
+		if d := jobs.Decide(huge, 1, 3, maxPause, zero); !d.Retry || d.Delay != maxPause {
+			t.Errorf("rate limit with Retry-After 9000000000s, MaxPause %v: %+v, want a retry after %v", maxPause, d, maxPause)
+		}
+	}
 	// A rate limit with Retry-After on the last attempt still fails.
-	if d := jobs.Decide(&provider.Error{Kind: provider.KindRateLimit, HasRetryAfter: true, RetryAfter: time.Second}, 3, 3, zero); d.Retry {
+	if d := jobs.Decide(&provider.Error{Kind: provider.KindRateLimit, HasRetryAfter: true, RetryAfter: time.Second}, 3, 3, governor.DefaultMaxPause, zero); d.Retry {
 		t.Errorf("rate limit at attempt 3/3 retries")
 	}
 }

@@ -40,14 +40,15 @@ type Decision struct {
 }
 
 // Decide applies §8: retryable kinds re-queue while attempts remain (rate limits wait for
-// Retry-After, or at least a minute); non-retryable kinds and an exhausted budget fail.
-func Decide(e *provider.Error, attempt, maxAttempts int, rnd func() float64) Decision {
+// Retry-After, but at most maxPause, the longest one provider answer may hold anything; or at
+// least a minute without one); non-retryable kinds and an exhausted budget fail.
+func Decide(e *provider.Error, attempt, maxAttempts int, maxPause time.Duration, rnd func() float64) Decision {
 	if !e.Kind.Retryable() || attempt >= maxAttempts {
 		return Decision{}
 	}
 	if e.Kind == provider.KindRateLimit {
 		if e.HasRetryAfter {
-			return Decision{Retry: true, Delay: max(e.RetryAfter, 0)}
+			return Decision{Retry: true, Delay: min(max(e.RetryAfter, 0), max(maxPause, 0))}
 		}
 		return Decision{Retry: true, Delay: max(RateLimitFloor, Backoff(attempt+1, rnd))}
 	}

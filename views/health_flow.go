@@ -18,8 +18,10 @@ type ModelFlow struct {
 	UsedCalls, UsedTokens int64
 	// PausedUntil is set while a provider's Retry-After (or an exhausted limit) holds calls.
 	PausedUntil *time.Time
-	// OperatorPaused means an operator paused every call to the model.
-	OperatorPaused bool
+	// OperatorPaused means an operator paused every call to the model; PausedRole and
+	// PausedActor say who ("" when not recorded).
+	OperatorPaused          bool
+	PausedRole, PausedActor string
 	// Calls and Limited count every call slot granted and every 429, since the model was seen.
 	Calls, Limited int64
 }
@@ -33,6 +35,10 @@ type OrgFlow struct {
 	// Share is the org's weight over the weights of the orgs with work, for admins ("" else).
 	Share  string
 	Paused bool
+	// PausedRole and PausedActor say who paused it ("" when not recorded); PauseHeld means
+	// the viewer may not lift it (a higher role set it).
+	PausedRole, PausedActor string
+	PauseHeld               bool
 	// BudgetTokens is zero without a budget; Used is its use in the current BudgetPeriod,
 	// which ends at Resets.
 	BudgetTokens int64
@@ -148,6 +154,18 @@ func tokensSummary(tc TokenChart) string {
 		parts = append(parts, s.Model+": "+i64toa(total)+" tokens, at most "+i64toa(peak)+" in one minute")
 	}
 	return "Tokens per minute over the last hour. " + strings.Join(parts, "; ") + "."
+}
+
+// pausedByText says who set a pause: the role and the actor's name as the audit trail has it.
+func pausedByText(role, actor string) string {
+	who := "an operator"
+	if role == "admin" {
+		who = "an admin"
+	}
+	if actor != "" {
+		who += " (" + actor + ")"
+	}
+	return "paused by " + who
 }
 
 // limitText is a limit with where it comes from.

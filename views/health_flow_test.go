@@ -41,12 +41,21 @@ func TestHealthFlowSection(t *testing.T) {
 	h := sampleHealth()
 	h.Flow = sampleFlow(true)
 	_, doc := render(t, HealthPanel(h, "tok-1"))
-	for _, action := range []string{"/admin/health/orgs/7/pause", "/admin/health/orgs/8/resume", "/admin/health/models/pause",
-		"/admin/health/models/resume"} {
+	for _, action := range []string{"/admin/health/orgs/7/pause", "/admin/health/orgs/8/resume"} {
 		form := findOne(t, doc, "form", "action", action, "method", "post")
 		findOne(t, form, "input", "name", "csrf_token", "value", "tok-1")
 	}
-	findOne(t, findOne(t, doc, "form", "action", "/admin/health/models/resume"), "input", "name", "model", "value", "gpt-b")
+	// Each model offers a pause unless an operator paused it, and a resume while any pause
+	// (the operator's of gpt-b, the provider's of gpt-a) holds it.
+	for _, m := range []struct{ row, action string }{{"gpt-a", "/admin/health/models/pause"}, {"gpt-a", "/admin/health/models/resume"},
+		{"gpt-b", "/admin/health/models/resume"}} {
+		form := findOne(t, findOne(t, doc, "tr", "data-model", m.row), "form", "action", m.action, "method", "post")
+		findOne(t, form, "input", "name", "csrf_token", "value", "tok-1")
+		findOne(t, form, "input", "name", "model", "value", m.row)
+	}
+	if n := len(findAll(findOne(t, doc, "tr", "data-model", "gpt-b"), "form", "action", "/admin/health/models/pause")); n != 0 {
+		t.Errorf("a model an operator paused offers %d pause forms", n)
+	}
 	findOne(t, doc, "tr", "data-model", "gpt-b", "data-paused", "true")
 	findOne(t, doc, "tr", "data-org", "globex", "data-paused", "true")
 	fig := findOne(t, doc, "figure", "id", "chart-tokens")
@@ -117,6 +126,27 @@ func TestHealthFlowCSSCoversClasses(t *testing.T) {
 			if !strings.Contains(css, sel) {
 				t.Errorf("class %q is not in static/css/app.css: run make generate", cl)
 			}
+		}
+	}
+}
+
+// TestHealthFlowShowsWhoPaused: a pause says who set it; a pause the viewer may not lift
+// offers no resume button; a provider's pause offers the admin its end.
+func TestHealthFlowShowsWhoPaused(t *testing.T) {
+	h := sampleHealth()
+	h.Flow = sampleFlow(true)
+	h.Flow.Orgs[1].PausedRole, h.Flow.Orgs[1].PausedActor, h.Flow.Orgs[1].PauseHeld = "admin", "user:ada", true
+	h.Flow.Models[1].PausedRole, h.Flow.Models[1].PausedActor = "admin", "cli"
+	_, doc := render(t, HealthPanel(h, "tok-1"))
+	if n := len(findAll(doc, "form", "action", "/admin/health/orgs/8/resume")); n != 0 {
+		t.Errorf("%d resume forms for a pause the viewer may not lift", n)
+	}
+	findOne(t, findOne(t, doc, "tr", "data-org", "globex"), "span", "data-pause-held", "")
+	got := text(doc)
+	for _, want := range []string{"paused by an admin (user:ada)", "paused by an admin (cli)", "only an admin can resume it",
+		"End the provider's pause"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("panel text lacks %q", want)
 		}
 	}
 }

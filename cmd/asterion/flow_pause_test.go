@@ -67,6 +67,22 @@ func TestOrgAndModelPause(t *testing.T) {
 	if n := scalar("SELECT count(*) FROM sa_audit WHERE actor = 'cli' AND action IN ('org.paused', 'org.resumed', 'model.paused', 'model.resumed')"); n != int64(4) {
 		t.Errorf("%v audit rows, want 4", n)
 	}
+	// The command line acts as an admin: it lifts an admin's org pause, and a model resume ends
+	// the provider's pause too.
+	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_org_share SET paused = true, paused_role = 'admin', paused_actor = 'user:ada' WHERE org_id = ?", org.ID); err != nil {
+		t.Fatal(err)
+	}
+	ok("org", "resume", "acme")
+	if orgPaused() != false {
+		t.Fatal("the command line did not lift an admin's org pause")
+	}
+	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_governor SET paused_until = now() + interval '4 minutes' WHERE model = 'gpt-x'"); err != nil {
+		t.Fatal(err)
+	}
+	ok("model", "resume", "gpt-x")
+	if held := scalar("SELECT paused_until IS NOT NULL FROM sa_governor WHERE model = 'gpt-x'"); held != false {
+		t.Fatal("model resume left the provider's pause")
+	}
 
 	for _, tt := range []struct {
 		args []string

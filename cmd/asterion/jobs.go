@@ -36,6 +36,8 @@ type jobsSettings struct {
 	prices jobusage.Prices
 	// rpm and tpm are ASTERION_PROVIDER_RPM and ASTERION_PROVIDER_TPM (0: learned).
 	rpm, tpm int
+	// maxPause is ASTERION_PROVIDER_MAX_PAUSE: the longest one provider answer holds a model.
+	maxPause time.Duration
 	// models, maxQueued and submitRate are ASTERION_MODELS, ASTERION_ORG_MAX_QUEUED and
 	// ASTERION_SUBMIT_RATE.
 	models     []string
@@ -77,6 +79,16 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 			errs = append(errs, fmt.Errorf("ASTERION_INTAKE_YIELD: want a duration from 0 to 1m like 100ms, got %q", v))
 		} else {
 			st.intakeYield = d
+		}
+	}
+	st.maxPause = governor.DefaultMaxPause
+	if v := c.getenv("ASTERION_PROVIDER_MAX_PAUSE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > governor.MaxMaxPause {
+			errs = append(errs, fmt.Errorf("ASTERION_PROVIDER_MAX_PAUSE: want a positive duration up to %s like 5m, got %q",
+				governor.MaxMaxPause, v))
+		} else {
+			st.maxPause = d
 		}
 	}
 	if v := c.getenv("ASTERION_WORKERS"); v != "" {
@@ -124,6 +136,11 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 	return st, errors.Join(errs...)
 }
 
+// governorConfig is the provider governor's configuration of these settings on cn.
+func (st jobsSettings) governorConfig(cn *conn) governor.Config {
+	return governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm, MaxPause: st.maxPause}
+}
+
 // newJobsService builds the execution core with the configured provider.
 func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jobs.Service, error) {
 	prov, err := provider.FromEnv(c.getenv)
@@ -137,7 +154,7 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	if err != nil {
 		return nil, err
 	}
-	gov, err := governor.New(governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm})
+	gov, err := governor.New(st.governorConfig(cn))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"asterion/jobs/governor"
 	"asterion/jobs/intake"
 )
 
@@ -40,6 +41,47 @@ func TestIntakeYieldSetting(t *testing.T) {
 			t.Errorf("%q: %v", tc.value, err)
 		case !tc.refused && st.intakeYield != tc.want:
 			t.Errorf("%q: intake yield %s, want %s", tc.value, st.intakeYield, tc.want)
+		}
+	}
+}
+
+// TestProviderMaxPauseSetting: ASTERION_PROVIDER_MAX_PAUSE takes a positive duration up to a
+// day; the default is the governor's; anything else is refused in one line naming the variable.
+func TestProviderMaxPauseSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		value   string
+		want    time.Duration
+		refused bool
+	}{
+		{"", governor.DefaultMaxPause, false},
+		{"30s", 30 * time.Second, false},
+		{"24h", 24 * time.Hour, false},
+		{"0", 0, true},
+		{"0s", 0, true},
+		{"-5m", 0, true},
+		{"25h", 0, true},
+		{"300", 0, true},
+		{"forever", 0, true},
+		{"9000000000h", 0, true},
+	} {
+		c := &cli{getenv: func(k string) string {
+			if k == "ASTERION_PROVIDER_MAX_PAUSE" {
+				return tc.value
+			}
+			return ""
+		}}
+		st, err := c.jobsSettings()
+		switch {
+		case tc.refused && (err == nil || !strings.Contains(err.Error(), "ASTERION_PROVIDER_MAX_PAUSE") || strings.Contains(err.Error(), "\n")):
+			t.Errorf("%q: error %v; want one line naming ASTERION_PROVIDER_MAX_PAUSE", tc.value, err)
+		case !tc.refused && err != nil:
+			t.Errorf("%q: %v", tc.value, err)
+		case !tc.refused && st.maxPause != tc.want:
+			t.Errorf("%q: max pause %s, want %s", tc.value, st.maxPause, tc.want)
+		}
+		if got := st.governorConfig(&conn{}).MaxPause; !tc.refused && got != tc.want {
+			t.Errorf("%q: the governor is given %s, want %s", tc.value, got, tc.want)
 		}
 	}
 }

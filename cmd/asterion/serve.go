@@ -149,7 +149,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	// The governor keeps its state in the database; this one only tells the health page which
 	// limits are configured.
-	gov, err := governor.New(governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm})
+	gov, err := governor.New(st.governorConfig(cn))
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,12 @@
 package flowctl
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/governor"
@@ -16,6 +19,9 @@ var (
 	ErrNotFound = registry.ErrNotFound
 	// ErrForbidden means the caller's role does not allow the action.
 	ErrForbidden = errors.New("not allowed")
+	// ErrPauseHeld means a higher role than the caller's set the pause it would change (an
+	// admin's pause of an operator's org). It is also ErrForbidden.
+	ErrPauseHeld = fmt.Errorf("%w: a higher role set this pause", ErrForbidden)
 	// ErrInvalid means the request names nothing an operator can act on (an empty model).
 	ErrInvalid = registry.ErrInvalid
 )
@@ -33,6 +39,9 @@ type Config struct {
 	// Governor is the provider governor whose configured limits the views show. Default: a
 	// governor on DB with no configured limits (the learned ones still show).
 	Governor *governor.Governor
+	// River is the insert-only River client that wakes the vehicles of jobs waiting for a
+	// model an operator resumes. Default: one on DB.
+	River *river.Client[*sql.Tx]
 }
 
 func (c *Config) validate() error {
@@ -45,6 +54,13 @@ func (c *Config) validate() error {
 			return fmt.Errorf("flowctl: %w", err)
 		}
 		c.Governor = g
+	}
+	if c.River == nil {
+		r, err := river.NewClient(riverdatabasesql.New(c.DB.DB), &river.Config{})
+		if err != nil {
+			return fmt.Errorf("flowctl: insert-only river client: %w", err)
+		}
+		c.River = r
 	}
 	return nil
 }

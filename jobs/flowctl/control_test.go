@@ -165,9 +165,10 @@ func TestOrgPauseRules(t *testing.T) {
 			t.Errorf("%s: %d audit rows, want %d", tt.name, got, wantAudits)
 		}
 	}
-	// Resume keeps the weight an earlier command set.
+	// Resume keeps the weight an earlier command set (the admin paused it last, so the admin
+	// resumes it).
 	f.exec(t, "UPDATE sa_org_share SET weight = 7 WHERE org_id = ?", f.orgA)
-	if err := f.c.SetOrgPaused(ctx, flowctl.Viewer{OrgID: f.orgA, OrgWide: true}, actor, f.orgA, false); err != nil {
+	if err := f.c.SetOrgPaused(ctx, flowctl.Viewer{OrgID: f.orgB, AllOrgs: true}, actor, f.orgA, false); err != nil {
 		t.Fatal(err)
 	}
 	if a := f.orgs(t, flowctl.Viewer{AllOrgs: true})["acme"]; a.Paused || a.Weight != 7 || f.audits(t, flowctl.ActionOrgResumed) != 1 {
@@ -197,6 +198,8 @@ func TestModelPauseIsAdminOnly(t *testing.T) {
 	}
 	states, err := f.c.Models(ctx)
 	if err != nil || len(states) != 1 || !states[0].OperatorPaused || states[0].RPM != 120 ||
+		states[0].PausedRole != governor.RoleAdmin || states[0].PausedActor != "user:ada" || states[0].PausedBy == nil ||
+		*states[0].PausedBy != uid ||
 		states[0].RPMSource != governor.SourceConfigured || states[0].TPMSource != governor.SourceNone {
 		t.Fatalf("models after pause: %+v %v", states, err)
 	}
@@ -210,5 +213,69 @@ func TestModelPauseIsAdminOnly(t *testing.T) {
 	}
 	if states, _ := f.c.Models(ctx); len(states) != 1 || states[0].OperatorPaused {
 		t.Errorf("models after resume: %+v", states)
+	}
+}
+
+// TestOrgPauseRoleRule: a pause records who set it, and only an equal or higher role changes
+// it: an org's operator neither resumes nor re-pauses an org an admin paused, an admin lifts
+// any pause, an operator its own.
+func TestOrgPauseRoleRule(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var opID int64
+	if err := f.d.Bun.QueryRowContext(ctx, "INSERT INTO users (org_id, name, role, password_hash) VALUES (?, 'olga', 'operator', '') RETURNING id",
+		f.orgA).Scan(&opID); err != nil {
+		t.Fatal(err)
+	}
+	admin, adminActor := flowctl.Viewer{OrgID: f.orgB, UserID: f.adminID, AllOrgs: true}, flowctl.Actor{UserID: &f.adminID, Name: "user:ada"}
+	op, opActor := flowctl.Viewer{OrgID: f.orgA, UserID: opID, OrgWide: true}, flowctl.Actor{UserID: &opID, Name: "user:olga"}
+	acme := func() flowctl.OrgFlow { return f.orgs(t, flowctl.Viewer{AllOrgs: true})["acme"] }
+
+	if err := f.c.SetOrgPaused(ctx, admin, adminActor, f.orgA, true); err != nil {
+		t.Fatal(err)
+	}
+	if a := acme(); !a.Paused || a.PausedRole != governor.RoleAdmin || a.PausedBy == nil || *a.PausedBy != f.adminID || a.PausedActor != "user:ada" {
+		t.Fatalf("after the admin's pause: %+v", a)
+	}
+	resumes := f.audits(t, flowctl.ActionOrgResumed)
+	for _, paused := range []bool{false, true} {
+		err := f.c.SetOrgPaused(ctx, op, opActor, f.orgA, paused)
+		if !errors.Is(err, flowctl.ErrPauseHeld) || !errors.Is(err, flowctl.ErrForbidden) {
+			t.Errorf("the operator sets paused=%v over the admin's pause: %v, want ErrPauseHeld", paused, err)
+		}
+	}
+	if a := acme(); !a.Paused || a.PausedRole != governor.RoleAdmin || f.audits(t, flowctl.ActionOrgResumed) != resumes {
+		t.Fatalf("the operator changed the admin's pause: %+v", a)
+	}
+	if err := f.c.SetOrgPaused(ctx, admin, adminActor, f.orgA, false); err != nil {
+		t.Fatalf("the admin lifts its pause: %v", err)
+	}
+	if a := acme(); a.Paused || a.PausedRole != "" || a.PausedBy != nil || a.PausedActor != "" {
+		t.Fatalf("after the admin's resume: %+v", a)
+	}
+
+	// The operator's own pause: the operator lifts it, and so does an admin.
+	for _, lifter := range []struct {
+		name string
+		v    flowctl.Viewer
+		a    flowctl.Actor
+	}{{"operator", op, opActor}, {"admin", admin, adminActor}} {
+		if err := f.c.SetOrgPaused(ctx, op, opActor, f.orgA, true); err != nil {
+			t.Fatal(err)
+		}
+		if a := acme(); !a.Paused || a.PausedRole != governor.RoleOperator || a.PausedActor != "user:olga" {
+			t.Fatalf("after the operator's pause: %+v", a)
+		}
+		if err := f.c.SetOrgPaused(ctx, lifter.v, lifter.a, f.orgA, false); err != nil {
+			t.Errorf("the %s lifts the operator's pause: %v", lifter.name, err)
+		}
+		if acme().Paused {
+			t.Errorf("the %s's resume left acme paused", lifter.name)
+		}
+	}
+	// A missing org is still not found, not held.
+	if err := f.c.SetOrgPaused(ctx, admin, adminActor, 999999, false); !errors.Is(err, flowctl.ErrNotFound) {
+		t.Errorf("missing org: %v, want ErrNotFound", err)
 	}
 }

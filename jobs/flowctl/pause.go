@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/governor"
 )
 
 // maxModelName bounds a model name an operator may pause.
@@ -26,16 +27,28 @@ const (
 	ActionModelResumed = "model.resumed"
 )
 
-// setOrgPausedSQL upserts an org's pause flag, for an org that exists; no row back means no
-// such org. The weight of a new row is the default.
-const setOrgPausedSQL = `INSERT INTO sa_org_share (org_id, paused)
-SELECT id, $2 FROM orgs WHERE id = $1
-ON CONFLICT (org_id) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now()
+// setOrgPausedSQL upserts an org's pause flag and who set it ($3 user, $4 role, $5 actor; all
+// NULL on a resume), for an org that exists. A pause held by a higher role than the caller's
+// ($6, the rank of pauseRank) is left alone. No row back means no such org, or a pause the
+// caller may not change.
+const setOrgPausedSQL = `INSERT INTO sa_org_share (org_id, paused, paused_by, paused_role, paused_actor)
+SELECT id, $2::boolean, CASE WHEN $2::boolean THEN $3::bigint END, CASE WHEN $2::boolean THEN $4::text END,
+       CASE WHEN $2::boolean THEN $5::text END
+FROM orgs WHERE id = $1
+ON CONFLICT (org_id) DO UPDATE SET paused = EXCLUDED.paused, paused_by = EXCLUDED.paused_by,
+    paused_role = EXCLUDED.paused_role, paused_actor = EXCLUDED.paused_actor, updated_at = now()
+WHERE NOT sa_org_share.paused
+   OR (CASE sa_org_share.paused_role WHEN 'admin' THEN 2 WHEN 'operator' THEN 1 ELSE 0 END) <= $6
 RETURNING org_id`
+
+// orgExistsSQL tells a missing org from a pause the caller may not change.
+const orgExistsSQL = `SELECT EXISTS (SELECT 1 FROM orgs WHERE id = $1)`
 
 // SetOrgPaused pauses (or resumes) the work of org: its queued jobs wait until an operator
 // resumes it. An admin may pause any org, an operator only its own; another org answers
-// ErrNotFound, exactly like a missing one, and a member ErrForbidden.
+// ErrNotFound, exactly like a missing one, and a member ErrForbidden. The pause records who
+// set it, and only an equal or higher role changes it: an operator neither resumes nor
+// re-pauses an org an admin paused (ErrPauseHeld, which is also ErrForbidden).
 func (c *Control) SetOrgPaused(ctx context.Context, v Viewer, a Actor, orgID int64, paused bool) error {
 	if !v.AllOrgs && !v.OrgWide {
 		return fmt.Errorf("pause org %d: %w", orgID, ErrForbidden)
@@ -47,21 +60,31 @@ func (c *Control) SetOrgPaused(ctx context.Context, v Viewer, a Actor, orgID int
 	if paused {
 		action = ActionOrgPaused
 	}
+	role := roleOf(v)
 	return c.cfg.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var id int64
-		err := tx.Tx.QueryRowContext(ctx, setOrgPausedSQL, orgID, paused).Scan(&id)
+		err := tx.Tx.QueryRowContext(ctx, setOrgPausedSQL, orgID, paused, a.UserID, role, a.Name, pauseRank(role)).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
+			var exists bool
+			if err := tx.Tx.QueryRowContext(ctx, orgExistsSQL, orgID).Scan(&exists); err != nil {
+				return fmt.Errorf("set org %d paused=%v: %w", orgID, paused, err)
+			}
+			if exists {
+				return fmt.Errorf("org %d: %w", orgID, ErrPauseHeld)
+			}
 			return fmt.Errorf("org %d: %w", orgID, ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("set org %d paused=%v: %w", orgID, paused, err)
 		}
-		return audit(ctx, tx, orgID, a, action, "org", strconv.FormatInt(orgID, 10), map[string]any{"paused": paused})
+		return audit(ctx, tx, orgID, a, action, "org", strconv.FormatInt(orgID, 10), map[string]any{"paused": paused, "role": role})
 	})
 }
 
 // SetModelPaused pauses (or resumes) every call to model, for every org and process. The
-// provider account is shared by every org, so only an admin may (ErrForbidden otherwise).
+// provider account is shared by every org, so only an admin may (ErrForbidden otherwise). A
+// resume ends the provider's pause as well as an operator's, and wakes at once the jobs that
+// were waiting for the model (see wakeWaiters).
 func (c *Control) SetModelPaused(ctx context.Context, v Viewer, a Actor, model string, paused bool) error {
 	if !v.AllOrgs {
 		return fmt.Errorf("pause model %q: %w", model, ErrForbidden)
@@ -73,13 +96,50 @@ func (c *Control) SetModelPaused(ctx context.Context, v Viewer, a Actor, model s
 	if paused {
 		action = ActionModelPaused
 	}
+	role := roleOf(v)
 	return c.cfg.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := c.cfg.Governor.SetPausedIn(ctx, tx, model, paused); err != nil {
-			return err
+		detail := map[string]any{"paused": paused, "role": role}
+		if paused {
+			if err := c.cfg.Governor.PauseIn(ctx, tx, model, governor.Pauser{UserID: a.UserID, Role: role, Actor: a.Name}); err != nil {
+				return err
+			}
+		} else {
+			if err := c.cfg.Governor.ResumeIn(ctx, tx, model); err != nil {
+				return err
+			}
+			woken, err := c.wakeWaiters(ctx, tx, model)
+			if err != nil {
+				return err
+			}
+			detail["woken"] = woken
 		}
 		// A model belongs to no org: the row goes to the acting admin's org.
-		return audit(ctx, tx, v.OrgID, a, action, "model", model, map[string]any{"paused": paused})
+		return audit(ctx, tx, v.OrgID, a, action, "model", model, detail)
 	})
+}
+
+// roleOf is the role v acts in: an admin (every org; the command line too) or an operator.
+func roleOf(v Viewer) string {
+	if v.AllOrgs {
+		return governor.RoleAdmin
+	}
+	return governor.RoleOperator
+}
+
+// mayChange reports whether v may change a pause set by role: only a role of at least its
+// rank may (setOrgPausedSQL holds the same rule under the row's lock).
+func mayChange(v Viewer, role string) bool { return pauseRank(roleOf(v)) >= pauseRank(role) }
+
+// pauseRank orders the roles that may set a pause: a pause is changed only by a role of at
+// least its rank. A pause recorded before roles were ranks lowest.
+func pauseRank(role string) int {
+	switch role {
+	case governor.RoleAdmin:
+		return 2
+	case governor.RoleOperator:
+		return 1
+	}
+	return 0
 }
 
 // validModel accepts a model name an operator may name: printable, not blank, bounded.

@@ -22,6 +22,14 @@ type OrgFlow struct {
 	// paused its work.
 	Weight int
 	Paused bool
+	// PausedBy, PausedRole and PausedActor say who set the pause (the user, nil for the
+	// command line; its role, "" for a pause recorded before roles were; its name in the audit
+	// trail).
+	PausedBy    *int64
+	PausedRole  string
+	PausedActor string
+	// Held means the viewer may not change the pause: a higher role set it.
+	Held bool
 	// Budget is its token budget (Tokens zero: none); Used what it recorded in the current
 	// period of the budget, which ends at Resets.
 	Budget usage.Budget
@@ -40,7 +48,8 @@ const orgFlowsSQL = `WITH c AS (
     GROUP BY org_id
 )
 SELECT o.id, o.name, coalesce(c.running, 0), coalesce(c.queued, 0),
-       coalesce(s.weight, 1), coalesce(s.paused, false),
+       coalesce(s.weight, 1), coalesce(s.paused, false), s.paused_by, coalesce(s.paused_role, ''),
+       coalesce(s.paused_actor, ''),
        coalesce(b.tokens, 0), coalesce(b.period, ''),
        coalesce((SELECT sum(u.tokens) FROM sa_usage_period u
                  WHERE u.org_id = o.id AND u.period = b.period
@@ -67,10 +76,12 @@ func (c *Control) Orgs(ctx context.Context, v Viewer) ([]OrgFlow, error) {
 			o      OrgFlow
 			period string
 		)
-		if err := rows.Scan(&o.OrgID, &o.Org, &o.Running, &o.Queued, &o.Weight, &o.Paused, &o.Budget.Tokens, &period,
+		if err := rows.Scan(&o.OrgID, &o.Org, &o.Running, &o.Queued, &o.Weight, &o.Paused, &o.PausedBy, &o.PausedRole,
+			&o.PausedActor, &o.Budget.Tokens, &period,
 			&o.Used); err != nil {
 			return nil, fmt.Errorf("read the orgs' flow control: %w", err)
 		}
+		o.Held = o.Paused && !mayChange(v, o.PausedRole)
 		if o.Budget.Tokens > 0 {
 			p, err := usage.ParsePeriod(period)
 			if err != nil {

@@ -1,6 +1,9 @@
 // Package governor shares one provider account's capacity between every process on the
 // database: requests and tokens per minute for each model, configured or learned from what the
-// provider reports, with pauses after a 429 or an exhausted limit that hold every process.
+// provider reports, with pauses after a 429 or an exhausted limit that hold every process. One
+// provider answer holds a model for at most MaxPause (any member can make a provider say
+// "wait", and the wait holds every org); an operator's pause holds it until resumed, and a
+// resume ends both.
 //
 // The state is one row per model in PostgreSQL (the processes share nothing else), changed
 // under its row lock by one function call per reservation, so two processes can never both

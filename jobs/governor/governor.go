@@ -20,6 +20,13 @@ const Burst = 2
 // DefaultHorizon is how far ahead a slot may be reserved.
 const DefaultHorizon = 2 * time.Second
 
+// DefaultMaxPause is the longest one provider answer may hold a model by default.
+const DefaultMaxPause = 5 * time.Minute
+
+// MaxMaxPause is the largest MaxPause a deployment may configure: a provider that asks for
+// longer than a day is better paused by an operator, who can see it and lift it.
+const MaxMaxPause = 24 * time.Hour
+
 // Config configures a Governor.
 type Config struct {
 	// DB holds the shared state. Required.
@@ -29,6 +36,11 @@ type Config struct {
 	RPM, TPM int
 	// Horizon is how far ahead a slot may be reserved, in (0, 1 min]. Default DefaultHorizon.
 	Horizon time.Duration
+	// MaxPause is the longest one provider answer (a 429's Retry-After, the reset of an
+	// exhausted limit, one call's token debt) may hold a model for every process, in
+	// (0, MaxMaxPause]. Default DefaultMaxPause. Any member can make the provider say "wait",
+	// and the wait holds every org.
+	MaxPause time.Duration
 }
 
 func (c *Config) validate() error {
@@ -44,6 +56,12 @@ func (c *Config) validate() error {
 	if c.Horizon < 0 || c.Horizon > time.Minute {
 		return fmt.Errorf("governor: Horizon %s is outside (0, 1m]", c.Horizon)
 	}
+	if c.MaxPause == 0 {
+		c.MaxPause = DefaultMaxPause
+	}
+	if c.MaxPause < 0 || c.MaxPause > MaxMaxPause {
+		return fmt.Errorf("governor: MaxPause %s is outside (0, %s]", c.MaxPause, MaxMaxPause)
+	}
 	return nil
 }
 
@@ -58,6 +76,10 @@ type Governor struct {
 
 // Horizon is the longest a caller waits for a granted slot.
 func (g *Governor) Horizon() time.Duration { return g.cfg.Horizon }
+
+// MaxPause is the longest one provider answer holds a model, and so the longest a caller
+// waiting for the model need sleep before asking again.
+func (g *Governor) MaxPause() time.Duration { return g.cfg.MaxPause }
 
 // New validates cfg and returns a governor.
 func New(cfg Config) (*Governor, error) {
@@ -123,9 +145,10 @@ type Observation struct {
 	ReservedTokens, UsedTokens int
 }
 
-// pause is how long every process must keep off the model after o: a 429's Retry-After, or
-// the reset of a limit the provider reported exhausted. A bare 429 says nothing of the account
-// as a whole; the attempt it refused backs off on its own (design §8).
+// pause is how long every process must keep off the model after o, before the MaxPause
+// bound: a 429's Retry-After, or the reset of a limit the provider reported exhausted. A bare
+// 429 says nothing of the account as a whole; the attempt it refused backs off on its own
+// (design §8).
 func (o Observation) pause() time.Duration {
 	var p time.Duration
 	if o.RateLimited && o.HasRetryAfter {
@@ -138,15 +161,17 @@ func (o Observation) pause() time.Duration {
 	if l.HasRemainingTokens && l.RemainingTokens == 0 {
 		p = max(p, l.ResetTokens)
 	}
-	return p
+	return max(p, 0)
 }
 
-// observeSQL records an observation; see the migration that defines the function.
-const observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7)`
+// observeSQL records an observation; see the migrations that define the function (the last
+// argument bounds the pause and the token debt of one answer).
+const observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // Observe records what the provider said after a call to model. Calls that reported nothing
 // worth recording cost no statement; nor does a token debt where the model's last reservation
-// in this process found no token limit in force.
+// in this process found no token limit in force. Whatever the provider asked, the model is
+// held for at most MaxPause from now.
 func (g *Governor) Observe(ctx context.Context, model string, o Observation) error {
 	limitRPM, limitTPM := 0, 0
 	if o.Limits.HasLimitRequests {
@@ -159,12 +184,12 @@ func (g *Governor) Observe(ctx context.Context, model string, o Observation) err
 	if o.UsedTokens > 0 && g.tokenMetered(model) {
 		debt = o.UsedTokens - o.ReservedTokens
 	}
-	pause := o.pause()
+	pause := min(o.pause(), g.cfg.MaxPause)
 	if limitRPM == 0 && limitTPM == 0 && pause == 0 && debt == 0 && !o.RateLimited {
 		return nil
 	}
 	if _, err := g.cfg.DB.DB.ExecContext(ctx, observeSQL, model, limitRPM, limitTPM, pause.Seconds(), g.cfg.TPM,
-		debt, o.RateLimited); err != nil {
+		debt, o.RateLimited, g.cfg.MaxPause.Seconds()); err != nil {
 		return fmt.Errorf("record what the provider said of model %s: %w", model, err)
 	}
 	return nil
@@ -180,22 +205,22 @@ func (g *Governor) tokenMetered(model string) bool {
 	return !ok || m.(bool)
 }
 
-// SetPaused pauses or resumes every call to model, for every process (an operator's action).
-func (g *Governor) SetPaused(ctx context.Context, model string, paused bool) error {
-	return g.SetPausedIn(ctx, g.cfg.DB, model, paused)
-}
-
 // ModelState is one model's limiter as operators see it.
 type ModelState struct {
 	bun.BaseModel  `bun:"table:sa_governor"`
 	Model          string     `bun:"model,pk"`
 	PausedUntil    *time.Time `bun:"paused_until"`
 	OperatorPaused bool       `bun:"operator_paused"`
-	LearnedRPM     int        `bun:"learned_rpm"`
-	LearnedTPM     int        `bun:"learned_tpm"`
-	Calls          int64      `bun:"calls"`
-	Limited        int64      `bun:"limited"`
-	UpdatedAt      time.Time  `bun:"updated_at"`
+	// PausedBy, PausedRole and PausedActor say who set the operator's pause: the user (nil
+	// for the command line), the role it acted in and its name in the audit trail.
+	PausedBy    *int64    `bun:"paused_by"`
+	PausedRole  string    `bun:"paused_role,nullzero"`
+	PausedActor string    `bun:"paused_actor,nullzero"`
+	LearnedRPM  int       `bun:"learned_rpm"`
+	LearnedTPM  int       `bun:"learned_tpm"`
+	Calls       int64     `bun:"calls"`
+	Limited     int64     `bun:"limited"`
+	UpdatedAt   time.Time `bun:"updated_at"`
 }
 
 // RPM is the limit in force for s: the configured one, else what the provider reported.

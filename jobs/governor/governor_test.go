@@ -252,6 +252,7 @@ func TestReservationsCommitWithoutWaitingForTheFlush(t *testing.T) {
 	for _, tt := range []struct{ name, query string }{
 		{"reserve", "SELECT granted FROM asterion_governor_reserve('m', 0, 0, 1, 2, 2)"},
 		{"observe", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false)"},
+		{"observe bounded", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false, 300)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tx, err := d.Bun.BeginTx(ctx, nil)
@@ -278,7 +279,7 @@ func TestOperatorPause(t *testing.T) {
 	d := dbtest.New(t)
 	ctx := context.Background()
 	g, other := newGovernor(t, d, governor.Config{}), newGovernor(t, d, governor.Config{})
-	if err := g.SetPaused(ctx, "m", true); err != nil {
+	if err := g.Pause(ctx, "m", governor.Pauser{Role: governor.RoleAdmin, Actor: "cli"}); err != nil {
 		t.Fatal(err)
 	}
 	if gr := reserve(t, other, "m", 1); gr.Granted || !gr.Paused {
@@ -287,7 +288,7 @@ func TestOperatorPause(t *testing.T) {
 	if gr := reserve(t, other, "n", 1); !gr.Granted {
 		t.Errorf("another model: %+v", gr)
 	}
-	if err := g.SetPaused(ctx, "m", false); err != nil {
+	if err := g.Resume(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
 	if gr := reserve(t, other, "m", 1); !gr.Granted || gr.Paused {
@@ -304,6 +305,8 @@ func TestConfigValidation(t *testing.T) {
 		{DB: d.Bun, TPM: -5},
 		{DB: d.Bun, Horizon: -time.Second},
 		{DB: d.Bun, Horizon: 2 * time.Minute},
+		{DB: d.Bun, MaxPause: -time.Second},
+		{DB: d.Bun, MaxPause: 25 * time.Hour},
 	} {
 		if _, err := governor.New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/uptrace/bun"
 )
 
 // Where a limit in force comes from.
@@ -34,6 +32,21 @@ type State struct {
 // every call to the model.
 func (s State) ProviderPaused() bool { return s.PausedUntil != nil && s.PausedUntil.After(s.Now) }
 
+// PauseRole is the role of who holds the model now: the operator pause's role (RoleAdmin for
+// a pause recorded before roles were), RoleProvider while only the provider's pause holds it,
+// "" when nothing does.
+func (s State) PauseRole() string {
+	switch {
+	case s.OperatorPaused && s.PausedRole != "":
+		return s.PausedRole
+	case s.OperatorPaused:
+		return RoleAdmin
+	case s.ProviderPaused():
+		return RoleProvider
+	}
+	return ""
+}
+
 func limitSource(configured, learned int) (int, string) {
 	switch {
 	case configured > 0:
@@ -46,13 +59,15 @@ func limitSource(configured, learned int) (int, string) {
 
 // States returns every model the governor has seen, by name, with the limits in force.
 func (g *Governor) States(ctx context.Context) ([]State, error) {
-	var now time.Time
-	if err := g.cfg.DB.NewSelect().ColumnExpr("clock_timestamp()").Scan(ctx, &now); err != nil {
-		return nil, fmt.Errorf("read the database clock: %w", err)
-	}
 	models, err := g.Models(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// The clock is read after the rows, so that it is never earlier than a pause's start
+	// that the rows show: a pause then never seems longer than it was set for.
+	var now time.Time
+	if err := g.cfg.DB.NewSelect().ColumnExpr("clock_timestamp()").Scan(ctx, &now); err != nil {
+		return nil, fmt.Errorf("read the database clock: %w", err)
 	}
 	out := make([]State, len(models))
 	for i, m := range models {
@@ -62,17 +77,4 @@ func (g *Governor) States(ctx context.Context) ([]State, error) {
 		out[i] = st
 	}
 	return out, nil
-}
-
-// SetPausedIn is SetPaused inside the caller's transaction (idb), so that an operator's pause
-// and its audit row commit together.
-func (g *Governor) SetPausedIn(ctx context.Context, idb bun.IDB, model string, paused bool) error {
-	_, err := idb.NewInsert().Model(&ModelState{Model: model, OperatorPaused: paused}).
-		Column("model", "operator_paused").
-		On("CONFLICT (model) DO UPDATE").Set("operator_paused = EXCLUDED.operator_paused").Set("updated_at = now()").
-		Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("set model %s paused=%v: %w", model, paused, err)
-	}
-	return nil
 }

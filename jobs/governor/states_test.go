@@ -21,7 +21,15 @@ func TestStatesShowLimitsAndPauses(t *testing.T) {
 		HasLimitTokens: true, LimitTokens: 40000}, RateLimited: true, RetryAfter: 30 * time.Second, HasRetryAfter: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.SetPaused(ctx, "b", true); err != nil {
+	uid := int64(0)
+	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES ('o') RETURNING id").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO users (org_id, name, role, password_hash) VALUES (?, 'ada', 'admin', '') RETURNING id",
+		uid).Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Pause(ctx, "b", governor.Pauser{UserID: &uid, Role: governor.RoleAdmin, Actor: "user:ada"}); err != nil {
 		t.Fatal(err)
 	}
 	states, err := g.States(ctx)
@@ -39,7 +47,11 @@ func TestStatesShowLimitsAndPauses(t *testing.T) {
 	if left := a.PausedUntil.Sub(a.Now); left < 25*time.Second || left > 30*time.Second {
 		t.Errorf("a paused for %v more, want about 30 s", left)
 	}
-	if b.Model != "b" || !b.OperatorPaused || b.ProviderPaused() || b.TPMSource != governor.SourceNone || b.TPM != 0 {
+	if b.Model != "b" || !b.OperatorPaused || b.ProviderPaused() || b.TPMSource != governor.SourceNone || b.TPM != 0 ||
+		b.PausedBy == nil || *b.PausedBy != uid || b.PausedRole != governor.RoleAdmin || b.PausedActor != "user:ada" {
 		t.Errorf("b: %+v", b)
+	}
+	if a.PauseRole() != governor.RoleProvider || b.PauseRole() != governor.RoleAdmin {
+		t.Errorf("pause roles: a %q, b %q", a.PauseRole(), b.PauseRole())
 	}
 }

@@ -14,9 +14,14 @@ import (
 // in the middle of a word.
 const DirectivePrefix = "#sim:"
 
-// maxRetryAfterSeconds is the largest #sim:retry_after that still fits a
+// maxRetryAfterSeconds is the largest Retry-After, in seconds, that still fits a
 // time.Duration.
 const maxRetryAfterSeconds = math.MaxInt64 / int64(time.Second)
+
+// MaxSimRetryAfter is the longest Retry-After a #sim:retry_after may ask for: any member may
+// write the directive, and the pause it causes holds every org's calls to the model, so a
+// larger value counts as this.
+const MaxSimRetryAfter = 60 * time.Second
 
 // MaxSimTokens is the longest answer #sim:tokens may ask for, in words.
 const MaxSimTokens = 100000
@@ -56,7 +61,7 @@ type Directives struct {
 //	#sim:latency=<Go duration>        answer after exactly that long (>= 0)
 //	#sim:fail=<error_kind>            fail every attempt with that kind
 //	#sim:fail=<error_kind>:<N>        fail attempts 1..N (N >= 1)
-//	#sim:retry_after=<seconds>        Retry-After of a rate_limit failure
+//	#sim:retry_after=<seconds>        Retry-After of a rate_limit failure (at most MaxSimRetryAfter)
 //	#sim:hang                         never answer until cancelled or timed out
 //	#sim:tokens=<N>                   answer with N words (1 <= N <= MaxSimTokens)
 //
@@ -64,7 +69,8 @@ type Directives struct {
 // unknown name or kind, a bad or negative duration, N < 1, a value where
 // none belongs) or given twice is an error that quotes the directive. A
 // #sim:retry_after without #sim:fail=rate_limit is accepted and has no
-// effect.
+// effect; one above MaxSimRetryAfter, however many digits it has, counts as
+// MaxSimRetryAfter.
 func ParseDirectives(text string) (Directives, error) {
 	var d Directives
 	seen := make(map[string]bool, 4)
@@ -136,11 +142,11 @@ func (d *Directives) apply(name, value string, hasValue bool) error {
 		}
 		d.FailKind, d.FailAttempts = kind, n
 	case "retry_after":
-		secs, err := strconv.ParseInt(value, 10, 64)
-		if err != nil || secs < 0 || secs > maxRetryAfterSeconds {
+		ra, ok := simRetryAfter(value)
+		if !ok {
 			return fmt.Errorf("bad retry_after %q: want whole seconds >= 0", value)
 		}
-		d.RetryAfter, d.HasRetryAfter = time.Duration(secs)*time.Second, true
+		d.RetryAfter, d.HasRetryAfter = ra, true
 	case "tokens":
 		n, err := strconv.Atoi(value)
 		if err != nil || n < 1 || n > MaxSimTokens {
@@ -151,6 +157,19 @@ func (d *Directives) apply(name, value string, hasValue bool) error {
 		return fmt.Errorf("unknown directive %q (want latency, fail, retry_after, tokens or hang)", name)
 	}
 	return nil
+}
+
+// simRetryAfter reads the whole seconds of a #sim:retry_after, capped at MaxSimRetryAfter;
+// a number too long for an int64 is still whole seconds, so it is capped too.
+func simRetryAfter(value string) (time.Duration, bool) {
+	if !isDigits(value) {
+		return 0, false
+	}
+	secs, err := strconv.ParseInt(value, 10, 64)
+	if err != nil || secs > int64(MaxSimRetryAfter/time.Second) {
+		return MaxSimRetryAfter, true
+	}
+	return time.Duration(secs) * time.Second, true
 }
 
 // directiveError names the bad directive and the reason, both shortened

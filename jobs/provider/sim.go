@@ -321,7 +321,7 @@ func simFailure(d Directives, attempt int) *Error {
 	case KindRateLimit:
 		e.StatusCode = 429
 		if d.HasRetryAfter {
-			e.RetryAfter, e.HasRetryAfter = d.RetryAfter, true
+			e.RetryAfter, e.HasRetryAfter = min(max(d.RetryAfter, 0), MaxSimRetryAfter), true
 		}
 	case KindProvider5xx:
 		e.StatusCode = 503

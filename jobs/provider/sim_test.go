@@ -146,6 +146,7 @@ func TestSimFailureStatusAndRetryAfter(t *testing.T) {
 	}{
 		{"#sim:fail=rate_limit #sim:retry_after=30", 429, 30 * time.Second, true, true},
 		{"#sim:retry_after=0 #sim:fail=rate_limit:1", 429, 0, true, true},
+		{"#sim:fail=rate_limit #sim:retry_after=9000000000", 429, MaxSimRetryAfter, true, true},
 		{"#sim:fail=rate_limit", 429, 0, false, true},
 		{"#sim:fail=provider_5xx #sim:retry_after=30", 503, 0, false, true},
 		{"#sim:fail=provider_4xx", 400, 0, false, false},
