@@ -241,6 +241,10 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 	id := c.Get(fiber.HeaderXRequestID)
 	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\"") {
 		id = uuid.NewString()
+	} else {
+		// Kept in the locals and logged, possibly after the handler (a stream's writer): a
+		// copy, not a view of the request buffer the connection's next request rewrites.
+		id = strings.Clone(id)
 	}
 	c.Locals(requestIDKey{}, id)
 	c.Set(fiber.HeaderXRequestID, id)
