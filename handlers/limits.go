@@ -15,6 +15,10 @@ type Limits struct {
 	// RequestTimeout is the deadline of every request that is not a stream (default 10 s): its
 	// context, and so every query it runs, ends then.
 	RequestTimeout time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For gives the client's address
+	// for the sign-in limits (ASTERION_TRUSTED_PROXIES; none by default). The connection cap
+	// counts TCP peers whatever this says.
+	TrustedProxies TrustedProxies
 }
 
 // Default limits.
