@@ -100,11 +100,11 @@ func TestUnreadAnswerIsDropped(t *testing.T) {
 }
 
 // The deadline is per write, not per answer: a reader that keeps taking a large answer slowly,
-// for longer than the write deadline in all (4 KiB every 10 ms of a 1 MiB answer), gets all of
+// for longer than the write deadline in all (4 KiB every 15 ms of a 1 MiB answer), gets all of
 // it.
 func TestSlowSteadyReaderGetsTheWholeAnswer(t *testing.T) {
 	t.Parallel()
-	const timeout = 2 * time.Second
+	const timeout = 3 * time.Second
 	const size = 1 << 20
 	_, addr := bigAnswerServer(t, Limits{WriteTimeout: timeout}, size)
 	conn := dialSmallWindow(t, addr)
@@ -128,7 +128,7 @@ func TestSlowSteadyReaderGetsTheWholeAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d bytes in %v: %v", total, time.Since(start), err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(15 * time.Millisecond)
 	}
 	if resp.StatusCode != http.StatusOK || total < size*9/10 {
 		t.Fatalf("status %d, %d bytes", resp.StatusCode, total)

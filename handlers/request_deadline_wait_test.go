@@ -41,14 +41,14 @@ func TestPreferWaitOutlivesTheDeadline(t *testing.T) {
 	t.Parallel()
 	f := startLiveServerWith(t, liveServerConfig{
 		Provider: provider.NewSim(provider.SimConfig{}),
-		Deps:     func(_ *dbtest.DB, d *Deps) { d.Limits.RequestTimeout = time.Second },
+		Deps:     func(_ *dbtest.DB, d *Deps) { d.Limits.RequestTimeout = 2 * time.Second },
 	})
 	u := f.user(t, "acme", "patient", identity.RoleMember)
-	r := f.do(t, "POST", "/sa-core/v1/prompt", u.Tok, map[string]any{"prompt": "slowish #sim:latency=2s"}, "Prefer", "wait=20")
+	r := f.do(t, "POST", "/sa-core/v1/prompt", u.Tok, map[string]any{"prompt": "slowish #sim:latency=3s"}, "Prefer", "wait=20")
 	if r.StatusCode != http.StatusOK || r.Header.Get("Preference-Applied") != "wait=20" {
 		t.Fatalf("a waiting submit past the deadline: %s", r)
 	}
-	s := f.submit(t, u, "slowish too #sim:latency=2s")
+	s := f.submit(t, u, "slowish too #sim:latency=3s")
 	href := strings.TrimPrefix(mustDecode[struct {
 		StatusHref string `json:"status_href"`
 	}](t, s.Operation).StatusHref, f.Base)
