@@ -39,12 +39,18 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// The whole prompt: mission/recent carries only the head of a long one.
+	text, err := s.deps.Reads.PromptText(c.UserContext(), viewerOf(principalOf(c)), d.Job)
+	if err != nil {
+		return s.jobsError(c, err)
+	}
 	return c.JSON(struct {
 		jobJSON
 		jobUsageJSON
+		PromptText  string    `json:"prompt_text"`
 		ErrorDetail *string   `json:"error_detail,omitempty"`
 		History     []jobJSON `json:"history"`
-	}{toJobJSON(d.Job), u, detail, hist})
+	}{toJobJSON(d.Job), u, text, detail, hist})
 }
 
 // listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).

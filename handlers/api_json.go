@@ -62,12 +62,15 @@ func toJobJSON(j db.Job) jobJSON {
 
 // missionItemJSON is one item of mission/recent (CONTRACT.md).
 type missionItemJSON struct {
-	PromptID  uuid.UUID        `json:"prompt_id"`
-	ParentID  *uuid.UUID       `json:"parent_id"`
-	Text      string           `json:"text"`
-	CreatedAt string           `json:"created_at"`
-	Job       missionJobJSON   `json:"job"`
-	Response  *missionRespJSON `json:"response"`
+	PromptID uuid.UUID  `json:"prompt_id"`
+	ParentID *uuid.UUID `json:"parent_id"`
+	Text     string     `json:"text"`
+	// TextTruncated marks a text cut to its first readmodel.MissionTextCap characters; the
+	// whole is the job document's prompt_text (a response's: the job's output).
+	TextTruncated bool             `json:"text_truncated,omitempty"`
+	CreatedAt     string           `json:"created_at"`
+	Job           missionJobJSON   `json:"job"`
+	Response      *missionRespJSON `json:"response"`
 }
 
 type missionJobJSON struct {
@@ -82,18 +85,20 @@ type missionJobJSON struct {
 }
 
 type missionRespJSON struct {
-	ResponseID uuid.UUID `json:"response_id"`
-	Text       string    `json:"text"`
-	CreatedAt  string    `json:"created_at"`
+	ResponseID    uuid.UUID `json:"response_id"`
+	Text          string    `json:"text"`
+	TextTruncated bool      `json:"text_truncated,omitempty"`
+	CreatedAt     string    `json:"created_at"`
 }
 
 func toMissionItem(it readmodel.MissionItem) missionItemJSON {
-	out := missionItemJSON{PromptID: it.Prompt.ID, ParentID: it.Prompt.ParentID, Text: it.Prompt.Body,
+	out := missionItemJSON{PromptID: it.Prompt.ID, ParentID: it.Prompt.ParentID, Text: it.Prompt.Body, TextTruncated: it.TextCut,
 		CreatedAt: ts(it.Prompt.CreatedAt), Job: missionJobJSON{JobID: it.Job.ID, State: it.Job.State,
 			Priority: it.Job.Priority, Attempt: it.Job.Attempt, MaxAttempts: it.Job.MaxAttempts,
 			ErrorKind: it.Job.ErrorKind, ErrorMessage: it.Job.ErrorMessage, UpdatedAt: ts(it.Job.UpdatedAt)}}
 	if it.Response != nil {
-		out.Response = &missionRespJSON{ResponseID: it.Response.ID, Text: it.Response.Body, CreatedAt: ts(it.Response.CreatedAt)}
+		out.Response = &missionRespJSON{ResponseID: it.Response.ID, Text: it.Response.Body, TextTruncated: it.ResponseCut,
+			CreatedAt: ts(it.Response.CreatedAt)}
 	}
 	return out
 }

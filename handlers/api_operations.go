@@ -150,7 +150,11 @@ func (s *Server) operationStatus(c *fiber.Ctx) error {
 	if err != nil {
 		return s.operationError(c, err)
 	}
-	if wait := parsePreferWait(c.GetReqHeaders()["Prefer"]); wait > 0 && !doc.Terminal() {
+	if doc.Terminal() {
+		return s.writeStatus(c, doc, next)
+	}
+	if wait, release := s.preferredWait(c); wait > 0 {
+		defer release()
 		// Prefer: wait holds the answer until the operation is terminal, if it is in time.
 		done, err := s.awaitTerminal(c.UserContext(), v.Scope(), aboutOperation(id), time.Duration(wait)*time.Second,
 			func(ctx context.Context) (bool, error) {

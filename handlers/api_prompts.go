@@ -51,7 +51,8 @@ func (s *Server) submitPrompt(c *fiber.Ctx) error {
 	body := fiber.Map{"prompt_id": out.PromptID, "job_id": out.JobID, "state": out.State, "operation": h}
 	// The estimate made as the job was accepted, unless the answer waits: the job has moved on.
 	eta := out.ETA
-	if wait := parsePreferWait(c.GetReqHeaders()["Prefer"]); wait > 0 {
+	if wait, release := s.preferredWait(c); wait > 0 {
+		defer release()
 		eta = nil
 		// Prefer: wait holds the answer until the job ends, if it does in time: 200 with the
 		// answer; otherwise the usual 202.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type connGuard struct {
 	net.Listener
 	max int
 	log *slog.Logger
+	// writeTimeout is every connection's write deadline (Limits.WriteTimeout; see
+	// guardedConn.Write).
+	writeTimeout time.Duration
 
 	mu     sync.Mutex
 	open   map[string]int
@@ -45,8 +49,8 @@ var tooManyConns = "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/
 	"Retry-After: 1\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(tooManyConnsBody)) +
 	"\r\n\r\n" + tooManyConnsBody
 
-func newConnGuard(ln net.Listener, maxPerIP int, log *slog.Logger) *connGuard {
-	return &connGuard{Listener: ln, max: maxPerIP, log: log, open: map[string]int{}}
+func newConnGuard(ln net.Listener, maxPerIP int, writeTimeout time.Duration, log *slog.Logger) *connGuard {
+	return &connGuard{Listener: ln, max: maxPerIP, writeTimeout: writeTimeout, log: log, open: map[string]int{}}
 }
 
 // Accept returns the next connection whose address is under its cap.
@@ -63,7 +67,9 @@ func (g *connGuard) Accept() (net.Conn, error) {
 			(&guardedConn{Conn: c}).closeLingering()
 			continue
 		}
-		return &guardedConn{Conn: c, release: func() { g.unregister(ip) }}, nil
+		gc := &guardedConn{Conn: c, release: func() { g.unregister(ip) }, connTimeout: g.writeTimeout}
+		gc.writeTimeout.Store(int64(g.writeTimeout))
+		return gc, nil
 	}
 }
 
@@ -98,11 +104,23 @@ func remoteIP(c net.Conn) string {
 	return c.RemoteAddr().String()
 }
 
-// guardedConn releases its address's slot once, when it is first closed.
+// openConns is how many connections of ip are open.
+func (g *connGuard) openConns(ip string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open[ip]
+}
+
+// guardedConn releases its address's slot once, when it is first closed, and gives every write
+// a deadline (conn_write_deadline.go).
 type guardedConn struct {
 	net.Conn
 	release func()
 	once    sync.Once
+	// writeTimeout is the deadline of each write in nanoseconds (0: none): connTimeout, or a
+	// stream's own while it runs.
+	writeTimeout atomic.Int64
+	connTimeout  time.Duration
 }
 
 // Close releases the slot and closes lingering; closing twice is harmless.

@@ -15,15 +15,25 @@ type Limits struct {
 	// RequestTimeout is the deadline of every request that is not a stream (default 10 s): its
 	// context, and so every query it runs, ends then.
 	RequestTimeout time.Duration
+	// WriteTimeout is every connection's write deadline (default 30 s): a write the client
+	// does not take within it fails and the connection is closed. It is moved before every
+	// write (at most 64 KiB), never set for a whole answer. An SSE stream uses
+	// StreamConfig.WriteTimeout instead while it runs.
+	WriteTimeout time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For gives the client's address
+	// for the sign-in limits (ASTERION_TRUSTED_PROXIES; none by default). The connection cap
+	// counts TCP peers whatever this says.
+	TrustedProxies TrustedProxies
 }
 
 // Default limits.
 const (
 	DefaultMaxConnsPerIP  = 256
 	DefaultRequestTimeout = 10 * time.Second
+	DefaultWriteTimeout   = 30 * time.Second
 )
 
-// Validate rejects negative values and a request deadline under 100 ms.
+// Validate rejects negative values and a request or write deadline under 100 ms.
 func (l Limits) Validate() error {
 	var errs []error
 	if l.MaxConnsPerIP < 0 {
@@ -31,6 +41,9 @@ func (l Limits) Validate() error {
 	}
 	if l.RequestTimeout < 0 || l.RequestTimeout > 0 && l.RequestTimeout < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("request timeout: want at least 100ms, got %s", l.RequestTimeout))
+	}
+	if l.WriteTimeout < 0 || l.WriteTimeout > 0 && l.WriteTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("write timeout: want at least 100ms, got %s", l.WriteTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -41,6 +54,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RequestTimeout == 0 {
 		l.RequestTimeout = DefaultRequestTimeout
+	}
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = DefaultWriteTimeout
 	}
 	return l
 }

@@ -46,7 +46,22 @@ func (m *HTTPMetrics) middleware(c *fiber.Ctx) error {
 	if route == "" || route == "/" && c.Path() != "/" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(c.Method(), route).Observe(time.Since(start).Seconds())
+	method := methodLabel(c.Method())
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 	return err
+}
+
+// methodLabel is the method label of a request: one of the standard methods as a constant of
+// this program, or "other". A label value is kept by the registry for good, and c.Method() is a
+// view of the transport's request buffer, rewritten by the connection's next request (a kept
+// "GET" would read "POS" or "GETT" later and collide with another series).
+func methodLabel(m string) string {
+	for _, known := range [...]string{fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut,
+		fiber.MethodPatch, fiber.MethodDelete, fiber.MethodOptions, fiber.MethodConnect, fiber.MethodTrace} {
+		if m == known {
+			return known
+		}
+	}
+	return "other"
 }

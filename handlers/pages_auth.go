@@ -44,7 +44,7 @@ func (s *Server) login(c *fiber.Ctx) error {
 		c.Status(fiber.StatusForbidden)
 		return s.renderLogin(c, views.LoginData{Error: "Your sign-in form expired. Please try again.", Username: form.Username, Next: form.Next})
 	}
-	addr := c.IP()
+	addr := s.clientAddress(c)
 	cookie, sess, _, err := s.deps.Identity.SignIn(c.UserContext(), form.Username, form.Password, addr)
 	var limit *identity.SignInLimitError
 	switch {

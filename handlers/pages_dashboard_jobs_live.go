@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -26,7 +27,9 @@ type jobsLiveList struct {
 
 func (s *Server) jobsLiveList(c *fiber.Ctx) jobsLiveList {
 	p := principalOf(c)
-	q := s.parseJobsQuery(c.UserContext(), p, func(k string) string { return c.Query(k) }, time.Now())
+	// The stream keeps the query after the handler returns: copies, not views of the
+	// request buffer the connection's next request rewrites.
+	q := s.parseJobsQuery(c.UserContext(), p, func(k string) string { return strings.Clone(c.Query(k)) }, time.Now())
 	return jobsLiveList{s: s, p: p, v: viewerOf(p), q: q}
 }
 

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -26,7 +27,9 @@ type opsLiveList struct {
 
 func (s *Server) opsLiveList(c *fiber.Ctx) opsLiveList {
 	p := principalOf(c)
-	q := s.parseOpsQuery(c.UserContext(), p, func(k string) string { return c.Query(k) }, time.Now())
+	// The stream keeps the query after the handler returns: copies, not views of the
+	// request buffer the connection's next request rewrites.
+	q := s.parseOpsQuery(c.UserContext(), p, func(k string) string { return strings.Clone(c.Query(k)) }, time.Now())
 	return opsLiveList{s: s, p: p, v: viewerOf(p), q: q}
 }
 

@@ -12,6 +12,26 @@ import (
 	"asterion/jobs/feed"
 )
 
+// preferredWait reads c's Prefer: wait on a route that honours it. When the header asks for a
+// wait and the caller has a stream slot free, the request takes the slot for as long as it
+// waits (a held request costs the server what a stream costs), its deadline is pushed back by
+// the wait, and the seconds come back with the release of the slot. When every slot of the
+// caller is taken the answer is 0: the request is answered at once, as without the header,
+// which RFC 7240 allows (a preference may be ignored) and which loses nothing the caller sent.
+func (s *Server) preferredWait(c *fiber.Ctx) (wait int, release func()) {
+	wait = parsePreferWait(c.GetReqHeaders()["Prefer"])
+	if wait == 0 {
+		return 0, func() {}
+	}
+	user := principalOf(c).UserID
+	if !s.streams.acquire(user) {
+		s.log.Debug("Prefer: wait not honoured: every stream slot of the caller is taken", "user_id", user)
+		return 0, func() {}
+	}
+	stretchDeadline(c, time.Duration(wait)*time.Second)
+	return wait, func() { s.streams.release(user) }
+}
+
 // awaitTerminal holds a request for up to wait until isDone reports true, holding no database
 // connection meanwhile: it listens on the change feed for the events concern matches, and calls
 // isDone once at the start and once per such event (and after a lag). It returns whether isDone

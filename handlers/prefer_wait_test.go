@@ -78,7 +78,8 @@ func TestPreferWait(t *testing.T) {
 // while the database never sees more connections than the server's pools hold.
 func TestPreferWaitHoldsNoConnection(t *testing.T) {
 	t.Parallel()
-	f := startLiveServerWith(t, liveServerConfig{Provider: provider.NewSim(provider.SimConfig{})})
+	// Each waiting request holds one of its caller's stream slots: the limit makes room for all.
+	f := startLiveServerWith(t, liveServerConfig{Provider: provider.NewSim(provider.SimConfig{}), Streams: StreamConfig{MaxPerUser: 128}})
 	u := f.user(t, "acme", "alice", identity.RoleMember)
 	var dbName string
 	if err := f.DB.Bun.QueryRowContext(context.Background(), "SELECT current_database()").Scan(&dbName); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/a-h/templ"
@@ -88,6 +89,8 @@ type Server struct {
 	dropCache *missionDropCache
 	// outputFrames caches the encoded job.output events of the API's streams (output_frames.go).
 	outputFrames *outputFrames
+	// conns is the listener Serve serves on (tests read its open connections).
+	conns atomic.Pointer[connGuard]
 }
 
 // New builds the Fiber app with every route of routes.go.
@@ -151,7 +154,9 @@ func (s *Server) App() *fiber.App { return s.app }
 // Serve serves on ln until ctx ends, then shuts down gracefully within 5 s (open SSE streams end at once).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.app.Listener(newConnGuard(ln, s.deps.Limits.MaxConnsPerIP, s.log)) }()
+	guard := newConnGuard(ln, s.deps.Limits.MaxConnsPerIP, s.deps.Limits.WriteTimeout, s.log)
+	s.conns.Store(guard)
+	go func() { errc <- s.app.Listener(guard) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
@@ -241,6 +246,10 @@ func (s *Server) requestID(c *fiber.Ctx) error {
 	id := c.Get(fiber.HeaderXRequestID)
 	if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\"") {
 		id = uuid.NewString()
+	} else {
+		// Kept in the locals and logged, possibly after the handler (a stream's writer): a
+		// copy, not a view of the request buffer the connection's next request rewrites.
+		id = strings.Clone(id)
 	}
 	c.Locals(requestIDKey{}, id)
 	c.Set(fiber.HeaderXRequestID, id)

@@ -174,7 +174,9 @@ func (s *Server) streamCredential(c *fiber.Ctx) func(ctx context.Context) error 
 // goroutine that writes the connection, and moves the connection's write deadline before each
 // write: while the reader takes data the deadline keeps moving; once it stops, the
 // connection's write blocks, fasthttp's writer blocks behind it, the deadline stays where the
-// last write left it, and the connection fails with a timeout that ends the stream.
+// last write left it, and the connection fails with a timeout that ends the stream. On the
+// server's own connections (guardedConn) every write of the connection moves the deadline too,
+// with the stream's timeout while the stream runs (useStreamWriteTimeout): the two agree.
 type deadlineWriter struct {
 	w       *bufio.Writer
 	conn    net.Conn

@@ -86,6 +86,11 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 	}
 	c.Context().SetBodyStreamWriter(func(raw *bufio.Writer) {
 		dw := &deadlineWriter{w: raw, conn: conn, timeout: g.cfg.WriteTimeout}
+		if gc, ok := conn.(*guardedConn); ok {
+			// Every write of the stream gets the stream's deadline, the connection's own
+			// once it ends: the same per-write rule, with the stream's setting.
+			defer gc.useStreamWriteTimeout(g.cfg.WriteTimeout)()
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("panic in event stream", "user_id", user, "panic", fmt.Sprint(r))

@@ -9,11 +9,12 @@ import (
 
 // Defaults of Config (CONTRACT.md, "Limits that protect the service").
 const (
-	DefaultSignInWindow          = 15 * time.Minute
-	DefaultMaxFailuresPerUser    = 5
-	DefaultMaxFailuresPerAddress = 20
-	DefaultHashWait              = time.Second
-	DefaultPurgeInterval         = 5 * time.Minute
+	DefaultSignInWindow              = 15 * time.Minute
+	DefaultMaxFailuresPerUserAddress = 5
+	DefaultMaxFailuresPerAddress     = 20
+	DefaultMaxFailuresPerUser        = 100
+	DefaultHashWait                  = time.Second
+	DefaultPurgeInterval             = 5 * time.Minute
 )
 
 // Config tunes the sign-in limits and the credential housekeeping. The zero value of each field
@@ -21,11 +22,17 @@ const (
 type Config struct {
 	// SignInWindow is how far back failed sign-ins count (default 15 minutes).
 	SignInWindow time.Duration
-	// MaxFailuresPerUser is how many failed sign-ins of one user name inside the window are
-	// allowed before further attempts are refused (default 5).
-	MaxFailuresPerUser int
-	// MaxFailuresPerAddress is the same for one client address (default 20).
+	// MaxFailuresPerUserAddress is how many failed sign-ins of one user name from one client
+	// address inside the window are allowed before further attempts of that name from that
+	// address are refused (default 5). A guesser at one address locks the name out there only.
+	MaxFailuresPerUserAddress int
+	// MaxFailuresPerAddress is how many failed sign-ins from one client address, whatever the
+	// names, are allowed before every attempt from it is refused (default 20).
 	MaxFailuresPerAddress int
+	// MaxFailuresPerUser is how many failed sign-ins of one user name, from all addresses, are
+	// allowed before every attempt of that name is refused (default 100): a guesser spread
+	// over many addresses is stopped too, at a count no single address reaches.
+	MaxFailuresPerUser int
 	// MaxConcurrentHashes bounds the password hashes (19 MiB each) this process runs at once
 	// (default 2 × GOMAXPROCS).
 	MaxConcurrentHashes int
@@ -40,6 +47,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.SignInWindow == 0 {
 		c.SignInWindow = DefaultSignInWindow
+	}
+	if c.MaxFailuresPerUserAddress == 0 {
+		c.MaxFailuresPerUserAddress = DefaultMaxFailuresPerUserAddress
 	}
 	if c.MaxFailuresPerUser == 0 {
 		c.MaxFailuresPerUser = DefaultMaxFailuresPerUser
@@ -66,6 +76,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxFailuresPerUser < 0 {
 		errs = append(errs, fmt.Errorf("max failures per user %d is negative", c.MaxFailuresPerUser))
+	}
+	if c.MaxFailuresPerUserAddress < 0 {
+		errs = append(errs, fmt.Errorf("max failures per user and address %d is negative", c.MaxFailuresPerUserAddress))
 	}
 	if c.MaxFailuresPerAddress < 0 {
 		errs = append(errs, fmt.Errorf("max failures per address %d is negative", c.MaxFailuresPerAddress))

@@ -56,13 +56,18 @@ const (
 	lockClassSignInAddress = 0x61737502
 )
 
-// signInRefusalSQL finds, for the name and the address, the failure whose leaving the window
-// ends a refusal: the limit-th newest inside the window (none when under the limit).
+// signInRefusalSQL finds, for the name at the address, the address and the name, the failure
+// whose leaving the window ends a refusal: the limit-th newest inside the window (none when
+// under the limit). The pair is read through the name's index: the window holds at most the
+// per-name limit of its rows.
 const signInRefusalSQL = `SELECT
-	(SELECT at FROM login_failures WHERE username = ?0 AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
+	(SELECT at FROM login_failures WHERE username = ?0 AND address = ?1
+		AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
 		ORDER BY at DESC OFFSET ?3 LIMIT 1),
 	(SELECT at FROM login_failures WHERE address = ?1 AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
 		ORDER BY at DESC OFFSET ?4 LIMIT 1),
+	(SELECT at FROM login_failures WHERE username = ?0 AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
+		ORDER BY at DESC OFFSET ?5 LIMIT 1),
 	clock_timestamp()`
 
 // maxKeyLen bounds what an attempt stores of a user name or an address.
@@ -73,7 +78,8 @@ const maxKeyLen = 200
 // fail alike (ErrUnauthenticated), in about the same time.
 //
 // Before any password is checked the attempt is counted as a failure in advance, under locks
-// on its name and its address, unless the window already holds the limit for either: then the
+// on its name and its address, unless the window already holds the limit for the name at that
+// address, for the address or for the name (Config's three limits): then the
 // answer is a *SignInLimitError at once, so a flood costs one indexed query per attempt and
 // never the hash. A sign-in that succeeds (or never ran its hash) takes its count back. At most
 // Config.MaxConcurrentHashes hashes run at once; an attempt that waits longer than
@@ -127,23 +133,28 @@ func (s *Service) Login(ctx context.Context, name, password string) (string, db.
 	return s.SignIn(ctx, name, password, "")
 }
 
-// refusal reads whether name or address is over its limit, on q (the pool or a transaction).
+// refusal reads whether the name at the address, the address or the name is over its limit,
+// on q (the pool or a transaction).
 func (s *Service) refusal(ctx context.Context, q bun.IDB, name, address string) (*SignInLimitError, error) {
-	var userAt, addrAt sql.NullTime
+	var pairAt, addrAt, userAt sql.NullTime
 	var now time.Time
 	err := q.QueryRowContext(ctx, signInRefusalSQL, name, address, s.cfg.SignInWindow.Microseconds(),
-		s.cfg.MaxFailuresPerUser-1, s.cfg.MaxFailuresPerAddress-1).Scan(&userAt, &addrAt, &now)
+		s.cfg.MaxFailuresPerUserAddress-1, s.cfg.MaxFailuresPerAddress-1, s.cfg.MaxFailuresPerUser-1).
+		Scan(&pairAt, &addrAt, &userAt, &now)
 	if err != nil {
 		return nil, fmt.Errorf("count failed sign-ins: %w", err)
 	}
-	if !userAt.Valid && !addrAt.Valid {
+	// The refusal lasts until every limit reached is clear again: the latest of their ends.
+	var latest time.Time
+	for _, at := range []sql.NullTime{pairAt, addrAt, userAt} {
+		if at.Valid && at.Time.After(latest) {
+			latest = at.Time
+		}
+	}
+	if latest.IsZero() {
 		return nil, nil
 	}
-	oldest := userAt.Time
-	if addrAt.Valid && (!userAt.Valid || addrAt.Time.After(oldest)) {
-		oldest = addrAt.Time
-	}
-	return &SignInLimitError{RetryAt: oldest.Add(s.cfg.SignInWindow), Now: now}, nil
+	return &SignInLimitError{RetryAt: latest.Add(s.cfg.SignInWindow), Now: now}, nil
 }
 
 // reserveAttempt counts the attempt as a failure in advance and returns its row id, or refuses.

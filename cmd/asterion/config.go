@@ -106,7 +106,8 @@ func envOr(getenv env, key, def string) string {
 }
 
 // httpLimits reads the transport limits: ASTERION_MAX_CONNS_PER_IP (open connections of one
-// client address, default 256).
+// client address, default 256) and ASTERION_TRUSTED_PROXIES (comma-separated CIDRs of the
+// reverse proxies whose X-Forwarded-For names the client; none by default).
 func httpLimits(getenv env) (handlers.Limits, error) {
 	var l handlers.Limits
 	if s := getenv("ASTERION_MAX_CONNS_PER_IP"); s != "" {
@@ -116,5 +117,10 @@ func httpLimits(getenv env) (handlers.Limits, error) {
 		}
 		l.MaxConnsPerIP = n
 	}
+	proxies, err := handlers.ParseTrustedProxies(getenv("ASTERION_TRUSTED_PROXIES"))
+	if err != nil {
+		return l, fmt.Errorf("ASTERION_TRUSTED_PROXIES: %w", err)
+	}
+	l.TrustedProxies = proxies
 	return l, l.Validate()
 }

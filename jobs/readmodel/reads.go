@@ -138,8 +138,14 @@ type MissionItem struct {
 	TextCut, ResponseCut bool
 }
 
+// MissionRecentWindow is how far back MissionRecent looks when it is given no since: no call
+// reads a whole history.
+const MissionRecentWindow = 24 * time.Hour
+
 // MissionRecent returns the viewer's prompts whose prompt, job or response changed at or after
-// since (all when nil), oldest change first, and the as_of to pass as the next since.
+// since (inside the last MissionRecentWindow when nil), oldest change first, with texts cut to
+// MissionTextCap (TextCut and ResponseCut say which were), and the as_of to pass as the next
+// since.
 //
 // Why chaining never misses a change: a row's updated_at is its transaction's start time, and
 // as_of is at most the start time of the oldest transaction still open when the read began.
@@ -161,6 +167,8 @@ func (s *Reads) MissionRecent(ctx context.Context, v jobs.Viewer, since *time.Ti
 	q := v.Where(s.db.NewSelect().TableExpr("sa_job AS j").ColumnExpr("j.prompt_id, max(j.updated_at) AS changed_at"), "j")
 	if since != nil {
 		q = q.Where("j.updated_at >= ?", *since)
+	} else {
+		q = q.Where("j.updated_at >= ?", asOf.Add(-MissionRecentWindow))
 	}
 	var changed []promptChange
 	if err := q.GroupExpr("j.prompt_id").OrderExpr("changed_at, j.prompt_id").Limit(limit).Scan(ctx, &changed); err != nil {
@@ -205,10 +213,18 @@ type promptChange struct {
 	ChangedAt time.Time `bun:"changed_at"`
 }
 
-// missionItems loads prompts with their newest job and that job's response, in ids order.
+// missionEntityColumns select an entity with its body cut to one character more than
+// MissionTextCap (to tell a cut text), read from body_head when the body is longer than that, so
+// that no long body is fetched.
+const missionEntityColumns = `id, kind, left(coalesce(body_head, body), ?) AS body, correlation_id, parent_id,
+	causation_id, source_refs, truth_class, state_class, org_id, created_by, created_at, updated_at`
+
+// missionItems loads prompts with their newest job and that job's response, in ids order, texts
+// cut to MissionTextCap.
 func (s *Reads) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) ([]MissionItem, error) {
 	var prompts []db.Entity
-	if err := idb.NewSelect().Model(&prompts).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
+	if err := idb.NewSelect().Model(&prompts).ColumnExpr(missionEntityColumns, MissionTextCap+1).
+		Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load prompts: %w", err)
 	}
 	var latest []db.Job
@@ -225,7 +241,8 @@ func (s *Reads) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) 
 	responses := map[uuid.UUID]db.Entity{}
 	if len(respIDs) > 0 {
 		var rs []db.Entity
-		if err := idb.NewSelect().Model(&rs).Where("id IN (?)", bun.List(respIDs)).Scan(ctx); err != nil {
+		if err := idb.NewSelect().Model(&rs).ColumnExpr(missionEntityColumns, MissionTextCap+1).
+			Where("id IN (?)", bun.List(respIDs)).Scan(ctx); err != nil {
 			return nil, fmt.Errorf("load responses: %w", err)
 		}
 		for _, r := range rs {
@@ -243,7 +260,9 @@ func (s *Reads) missionItems(ctx context.Context, idb bun.IDB, ids []uuid.UUID) 
 	items := make([]MissionItem, 0, len(ids))
 	for _, id := range ids {
 		it := MissionItem{Prompt: byPrompt[id], Job: jobOf[id]}
+		it.Prompt.Body, it.TextCut = cutText(it.Prompt.Body)
 		if r, ok := responses[derefUUID(it.Job.ResponseID)]; ok {
+			r.Body, it.ResponseCut = cutText(r.Body)
 			it.Response = &r
 		}
 		items = append(items, it)
