@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"asterion/jobs/deferred"
+	"asterion/jobs/fairshare"
 	"asterion/jobs/governor"
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
@@ -120,7 +121,7 @@ type Service struct {
 	// admit holds the rules a submit must pass besides its fields.
 	admit *admission
 	// share decides which queued job a fetched vehicle carries (fair share between orgs).
-	share *fairShare
+	share *fairshare.Share
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 	// tracer starts the submit spans; nil when tracing is off.
@@ -191,7 +192,9 @@ func NewService(cfg Config) (*Service, error) {
 		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger), rate: newSubmitRate(cfg.SubmitRate, cfg.Now)}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
 	s.admit = &admission{cfg: &s.cfg, db: cfg.DB}
-	s.share = &fairShare{cfg: &s.cfg, db: cfg.DB, insert: ins, log: cfg.Logger}
+	if s.share, err = newShare(&s.cfg, ins); err != nil {
+		return nil, err
+	}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {

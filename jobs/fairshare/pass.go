@@ -1,4 +1,4 @@
-package jobs
+package fairshare
 
 import (
 	"context"
@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/provider"
@@ -32,48 +29,45 @@ ORDER BY head.band, head.created_at
 LIMIT 1
 FOR UPDATE OF j, v SKIP LOCKED`
 
-// passOn hands the running slot an execution of org has just given up to the org's best job
+// moveJobSQL moves queued job $2 from vehicle $3 to vehicle $1.
+const moveJobSQL = `UPDATE sa_job SET river_job_id = $1 WHERE id = $2 AND river_job_id = $3 AND state = 'queued'`
+
+// PassOn hands the running slot an execution of org has just given up to the org's best job
 // refused for its cap, so the cap is used fully instead of waiting for refused vehicles to
-// wake: the job moves from its sleeping vehicle (cancelled through River) to a new one, whose
+// wake: the job moves from its sleeping vehicle (ended by Config.Revehicle) to a new one, whose
 // insert River announces to every worker at once. (River's JobRetry would wake the old
 // vehicle but announces nothing, so it would wait for a worker's next poll.) A failure
 // changes only how soon the job runs, so it is logged, not returned.
-func (f *fairShare) passOn(ctx context.Context, orgID int64) {
-	if f.cfg.OrgMaxRunning <= 0 || orgID <= 0 {
+func (s *Share) PassOn(ctx context.Context, org int64) {
+	if s.cfg.OrgMaxRunning <= 0 || org <= 0 || s.cfg.Revehicle == nil {
 		return
 	}
-	err := f.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		var id uuid.UUID
+	err := s.cfg.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		args := Args{Org: org}
 		var old int64
-		args := PromptArgs{OrgID: orgID}
 		var body sql.NullString
-		err := tx.Tx.QueryRowContext(ctx, refusedSQL, orgID).Scan(&id, &old, &args.Priority, &args.Model, &body)
+		err := tx.Tx.QueryRowContext(ctx, refusedSQL, org).Scan(&args.Job, &old, &args.Priority, &args.Model, &body)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("find a refused job: %w", err)
 		}
-		args.JobID, args.Tokens = id, provider.EstimateTokens(body.String)
-		if _, err := f.insert.JobCancelTx(ctx, tx.Tx, old); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-			return fmt.Errorf("cancel the sleeping vehicle %d of job %s: %w", old, id, err)
-		}
-		res, err := f.insert.InsertTx(ctx, tx.Tx, args, &river.InsertOpts{Queue: QueuePrompts,
-			Priority: RiverPriority(args.Priority), MaxAttempts: vehicleMaxAttempts})
+		args.Tokens = provider.EstimateTokens(body.String)
+		vehicle, err := s.cfg.Revehicle(ctx, tx.Tx, old, args)
 		if err != nil {
-			return fmt.Errorf("new vehicle for job %s: %w", id, err)
+			return fmt.Errorf("new vehicle for job %s: %w", args.Job, err)
 		}
-		moved, err := tx.Tx.ExecContext(ctx, `UPDATE sa_job SET river_job_id = $1 WHERE id = $2 AND river_job_id = $3 AND state = 'queued'`,
-			res.Job.ID, id, old)
+		moved, err := tx.Tx.ExecContext(ctx, moveJobSQL, vehicle, args.Job, old)
 		if err != nil {
-			return fmt.Errorf("move job %s to vehicle %d: %w", id, res.Job.ID, err)
+			return fmt.Errorf("move job %s to vehicle %d: %w", args.Job, vehicle, err)
 		}
 		if n, _ := moved.RowsAffected(); n != 1 {
-			return fmt.Errorf("move job %s to vehicle %d: it changed under the lock", id, res.Job.ID)
+			return fmt.Errorf("move job %s to vehicle %d: it changed under the lock", args.Job, vehicle)
 		}
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		f.log.Warn("passing a running slot on to a refused job failed", "org_id", orgID, "err", err)
+		s.cfg.Logger.Warn("passing a running slot on to a refused job failed", "org_id", org, "err", err)
 	}
 }

@@ -1,0 +1,1 @@
+DROP INDEX idx_job_queued_ready;
