@@ -6,27 +6,36 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 
 	"asterion/jobs/provider"
 )
 
-// refusedSQL locks org $1's best job refused for its cap whose vehicle sleeps (snoozed, so
-// nobody holds it and no worker would fetch it yet), with that vehicle, skipping rows another
-// transaction holds. Like candidateSQL it looks at the org's first 64 queued jobs only.
-const refusedSQL = `WITH head AS MATERIALIZED (
-    SELECT a.id, asterion_band(a.priority) AS band, a.created_at FROM sa_job AS a
+// refusedSQL lists, best first, up to 8 of org $1's jobs refused for its cap whose vehicle
+// sleeps (snoozed, so nobody holds it and no worker would fetch it yet), with that vehicle and
+// what the governor needs of the job. Like candidatesSQL it looks at the org's first 64 queued
+// jobs only, reads every table by key or by the head of idx_job_queued_org, and locks nothing.
+const refusedSQL = `SELECT h.id, h.river_job_id, h.priority, coalesce(h.execution_options ->> 'model', ''),
+    (SELECT e.body FROM sa_entity AS e WHERE e.id = h.prompt_id)
+FROM (
+    SELECT a.id, a.river_job_id, a.priority, a.execution_options, a.prompt_id, a.waiting_for, a.scheduled_at,
+        asterion_band(a.priority) AS band, a.created_at
+    FROM sa_job AS a
     WHERE a.state = 'queued' AND a.org_id = $1
-    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64)
-SELECT j.id, j.river_job_id, j.priority, coalesce(j.execution_options ->> 'model', ''),
-    (SELECT e.body FROM sa_entity AS e WHERE e.id = j.prompt_id)
-FROM head
-JOIN sa_job AS j ON j.id = head.id
-JOIN river_job AS v ON v.id = j.river_job_id
-WHERE j.state = 'queued' AND j.waiting_for = 'org_share' AND j.scheduled_at <= now()
+    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
+WHERE h.waiting_for = 'org_share' AND h.scheduled_at <= now()
+  AND (SELECT v.state = 'scheduled' OR v.state = 'retryable' OR (v.state = 'available' AND v.scheduled_at > now())
+       FROM river_job AS v WHERE v.id = h.river_job_id)
+ORDER BY h.band, h.created_at
+LIMIT 8`
+
+// lockRefusedSQL locks job $1 and its sleeping vehicle $2 if the job still waits for its org's
+// share on it, skipping rows another transaction holds.
+const lockRefusedSQL = `SELECT j.id FROM sa_job AS j, river_job AS v
+WHERE j.id = $1 AND v.id = $2 AND j.river_job_id = v.id
+  AND j.state = 'queued' AND j.waiting_for = 'org_share' AND j.scheduled_at <= now()
   AND (v.state IN ('scheduled', 'retryable') OR (v.state = 'available' AND v.scheduled_at > now()))
-ORDER BY head.band, head.created_at
-LIMIT 1
 FOR UPDATE OF j, v SKIP LOCKED`
 
 // moveJobSQL moves queued job $2 from vehicle $3 to vehicle $1.
@@ -43,17 +52,13 @@ func (s *Share) PassOn(ctx context.Context, org int64) {
 		return
 	}
 	err := s.cfg.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		args := Args{Org: org}
-		var old int64
-		var body sql.NullString
-		err := tx.Tx.QueryRowContext(ctx, refusedSQL, org).Scan(&args.Job, &old, &args.Priority, &args.Model, &body)
+		args, old, err := lockRefused(ctx, tx, org)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("find a refused job: %w", err)
 		}
-		args.Tokens = provider.EstimateTokens(body.String)
 		vehicle, err := s.cfg.Revehicle(ctx, tx.Tx, old, args)
 		if err != nil {
 			return fmt.Errorf("new vehicle for job %s: %w", args.Job, err)
@@ -70,4 +75,44 @@ func (s *Share) PassOn(ctx context.Context, org int64) {
 	if err != nil && ctx.Err() == nil {
 		s.cfg.Logger.Warn("passing a running slot on to a refused job failed", "org_id", org, "err", err)
 	}
+}
+
+// lockRefused locks org's best job refused for its cap on a sleeping vehicle, and that
+// vehicle; sql.ErrNoRows means none.
+func lockRefused(ctx context.Context, tx bun.Tx, org int64) (Args, int64, error) {
+	type refused struct {
+		args    Args
+		vehicle int64
+	}
+	var list []refused
+	rows, err := tx.Tx.QueryContext(ctx, refusedSQL, org)
+	if err != nil {
+		return Args{}, 0, err
+	}
+	for rows.Next() {
+		r := refused{args: Args{Org: org}}
+		var body sql.NullString
+		if err := rows.Scan(&r.args.Job, &r.vehicle, &r.args.Priority, &r.args.Model, &body); err != nil {
+			rows.Close()
+			return Args{}, 0, err
+		}
+		r.args.Tokens = provider.EstimateTokens(body.String)
+		list = append(list, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return Args{}, 0, err
+	}
+	for _, r := range list {
+		var id uuid.UUID
+		err := tx.Tx.QueryRowContext(ctx, lockRefusedSQL, r.args.Job, r.vehicle).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return Args{}, 0, err
+		}
+		return r.args, r.vehicle, nil
+	}
+	return Args{}, 0, sql.ErrNoRows
 }

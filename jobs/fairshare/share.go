@@ -116,13 +116,17 @@ func (s *Share) Counts() Counts {
 //
 // It runs once per claim while the queue's size swings from empty to a long backlog faster
 // than the planner's statistics follow, so every probe is written to have one sensible plan
-// whatever they say: the skip scan orders by a prefix of its index, the better-job look reads
-// at most 64 entries of idx_job_queued_org below the job's own (band, created_at), and their
+// whatever they say: the job is found by its vehicle alone (OFFSET 0 keeps the state test out
+// of that scan: with both, the planner combined idx_job_vehicle with an index of every queued
+// job), the skip scan orders by a prefix of its index, the better-job look reads
+// at most 64 entries of idx_job_queued_org below the job's own (org, band, created_at) (a
+// bound only that index can serve), and their
 // vehicles are looked up by key, one by one, instead of joined (a join let the planner walk
 // River's whole queue).
 const vehicleJobSQL = `WITH RECURSIVE x AS MATERIALIZED (
-    SELECT j.id, j.org_id, j.state, j.priority, j.created_at, j.execution_options, j.prompt_id FROM sa_job AS j
-    WHERE j.river_job_id = $1 AND j.state IN ('queued', 'running')
+    SELECT j.id, j.org_id, j.state, j.priority, j.created_at, j.execution_options, j.prompt_id
+    FROM (SELECT * FROM sa_job WHERE river_job_id = $1 OFFSET 0) AS j
+    WHERE j.state IN ('queued', 'running')
     LIMIT 1
 ), other (org_id, due, n) AS (
     (SELECT o.org_id, o.scheduled_at <= now(), 1 FROM sa_job AS o
@@ -145,7 +149,7 @@ SELECT x.id, x.org_id, x.state, x.priority, x.created_at,
         AND NOT coalesce((SELECT p.paused FROM sa_org_share AS p WHERE p.org_id = q.org_id), false))) AS others,
     EXISTS (SELECT FROM (SELECT a.river_job_id, a.priority, a.scheduled_at, a.waiting_for FROM sa_job AS a
             WHERE a.state = 'queued' AND a.org_id = x.org_id
-              AND (asterion_band(a.priority), a.created_at) < (asterion_band(x.priority), x.created_at)
+              AND (a.org_id, asterion_band(a.priority), a.created_at) < (x.org_id, asterion_band(x.priority), x.created_at)
             ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
         WHERE h.scheduled_at <= now() AND h.priority <= $3
           AND (h.waiting_for IS NULL OR h.waiting_for NOT IN ('provider_capacity', 'budget'))

@@ -49,8 +49,8 @@ const queuedOrgsSQL = `WITH RECURSIVE queued (org_id, due) AS (
     SELECT org_id FROM queued WHERE due UNION SELECT $3::bigint
 ), held AS (
     SELECT j.org_id, count(*) AS n FROM river_job AS r
-    JOIN sa_job AS j ON j.river_job_id = r.id AND j.state IN ('queued', 'running')
-    WHERE r.state = 'running' AND r.queue = $2 AND r.id <> $1
+    CROSS JOIN LATERAL (SELECT * FROM sa_job WHERE river_job_id = r.id OFFSET 0) AS j
+    WHERE r.state = 'running' AND r.queue = $2 AND r.id <> $1 AND j.state IN ('queued', 'running')
     GROUP BY j.org_id
 )
 SELECT q.org_id, coalesce(s.weight, 1), coalesce(s.paused, false),
@@ -58,30 +58,42 @@ SELECT q.org_id, coalesce(s.weight, 1), coalesce(s.paused, false),
     coalesce(h.n, 0)
 FROM orgs AS q LEFT JOIN sa_org_share AS s ON s.org_id = q.org_id LEFT JOIN held AS h ON h.org_id = q.org_id`
 
-// candidateSQL locks org $1's best claimable job (lowest band, then oldest) that comes before
-// (asterion_band($2), $3) in that order, with a priority of at most $4, with its vehicle.
-// Claimable: queued, due, not waiting for the provider or a budget (that wait is its own
-// vehicle's business), and on a vehicle nobody holds, whose River row is locked so that no
-// worker can fetch it until this transaction ends (River's fetch skips locked rows); a row
-// another transaction holds is skipped, never waited for, and a row changed since the
-// statement began is judged again as it is now. Only the org's first 64 queued jobs in that
-// order are looked at: a job beyond them still runs on its own vehicle.
-const candidateSQL = `WITH head AS MATERIALIZED (
-    SELECT a.id, asterion_band(a.priority) AS band, a.created_at FROM sa_job AS a
+// candidatesSQL lists, best first, up to 8 claimable jobs of org $1 (with their vehicles) that
+// come before (asterion_band($2), $3) in the org's order (lowest band, then oldest), with a
+// priority of at most $4. Claimable: queued, due, not waiting for the provider or a budget
+// (that wait is its own vehicle's business), and on a vehicle nobody holds. Only the org's
+// first 64 queued jobs in that order are looked at: a job beyond them still runs on its own
+// vehicle. It locks nothing (lockCandidateSQL does, one job at a time), so that every table is
+// read by key or by the head of idx_job_queued_org, never joined: a join let the planner pick
+// another queued index for the job rows and walk it once per entry of the head. The bound
+// names the org as well, a condition only idx_job_queued_org (org first) can serve, so that
+// idx_job_queued_band (band first), which gives the same order within one org, is never walked
+// through every org's jobs instead.
+const candidatesSQL = `SELECT h.id, h.river_job_id FROM (
+    SELECT a.id, a.river_job_id, a.priority, a.scheduled_at, a.waiting_for, asterion_band(a.priority) AS band, a.created_at
+    FROM sa_job AS a
     WHERE a.state = 'queued' AND a.org_id = $1
-      AND (asterion_band(a.priority), a.created_at) < (asterion_band($2::smallint), $3::timestamptz)
-    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64)
-SELECT j.id, j.river_job_id FROM head
-JOIN sa_job AS j ON j.id = head.id
-JOIN river_job AS v ON v.id = j.river_job_id
-WHERE j.state = 'queued' AND j.priority <= $4 AND j.scheduled_at <= now()
+      AND (a.org_id, asterion_band(a.priority), a.created_at) < ($1, asterion_band($2::smallint), $3::timestamptz)
+    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
+WHERE h.priority <= $4 AND h.scheduled_at <= now()
+  AND (h.waiting_for IS NULL OR h.waiting_for NOT IN ('provider_capacity', 'budget'))
+  AND (SELECT v.state FROM river_job AS v WHERE v.id = h.river_job_id) IN ('available', 'scheduled', 'retryable')
+ORDER BY h.band, h.created_at
+LIMIT 8`
+
+// lockCandidateSQL locks job $1 and its vehicle $2 if the job is still claimable on it (as
+// candidatesSQL says, priority at most $3), skipping rows another transaction holds, never
+// waiting for them. The vehicle's River row is locked so that no worker can fetch it until
+// this transaction ends (River's fetch skips locked rows), and a row changed since the
+// statement began is judged again as it is now.
+const lockCandidateSQL = `SELECT j.id FROM sa_job AS j, river_job AS v
+WHERE j.id = $1 AND v.id = $2 AND j.river_job_id = v.id
+  AND j.state = 'queued' AND j.priority <= $3 AND j.scheduled_at <= now()
   AND (j.waiting_for IS NULL OR j.waiting_for NOT IN ('provider_capacity', 'budget'))
   AND v.state IN ('available', 'scheduled', 'retryable')
-ORDER BY head.band, head.created_at
-LIMIT 1
 FOR UPDATE OF j, v SKIP LOCKED`
 
-// anyTime bounds candidateSQL's order for another org's job: every job of a band comes before
+// anyTime bounds candidatesSQL's order for another org's job: every job of a band comes before
 // it, so the bound is only the worker's ceiling's band.
 var anyTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -198,9 +210,7 @@ func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Dec
 		} else if probes++; probes > s.cfg.MaxOrgProbes {
 			continue
 		}
-		var y uuid.UUID
-		var vy int64
-		err := tx.Tx.QueryRowContext(ctx, candidateSQL, o.id, bandOf, before, most).Scan(&y, &vy)
+		y, vy, err := lockCandidate(ctx, tx, o.id, bandOf, before, most)
 		if errors.Is(err, sql.ErrNoRows) {
 			if o.id == x.orgID {
 				args, err := argsOf(ctx, tx, x.id, v.Args)
@@ -228,6 +238,45 @@ func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Dec
 	}
 	args, err := argsOf(ctx, tx, x.id, v.Args)
 	return s.refusal(args, own.paused), err
+}
+
+// lockCandidate locks the best claimable job of org before (the band of priority bandOf,
+// before) in the org's order, with a priority of at most most, and its vehicle; sql.ErrNoRows
+// means none.
+func lockCandidate(ctx context.Context, tx bun.Tx, org int64, bandOf int, before time.Time, most int) (uuid.UUID, int64, error) {
+	type candidate struct {
+		job     uuid.UUID
+		vehicle int64
+	}
+	var list []candidate
+	rows, err := tx.Tx.QueryContext(ctx, candidatesSQL, org, bandOf, before, most)
+	if err != nil {
+		return uuid.Nil, 0, err
+	}
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.job, &c.vehicle); err != nil {
+			rows.Close()
+			return uuid.Nil, 0, err
+		}
+		list = append(list, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return uuid.Nil, 0, err
+	}
+	for _, c := range list {
+		var id uuid.UUID
+		err := tx.Tx.QueryRowContext(ctx, lockCandidateSQL, c.job, c.vehicle, most).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return uuid.Nil, 0, err
+		}
+		return c.job, c.vehicle, nil
+	}
+	return uuid.Nil, 0, sql.ErrNoRows
 }
 
 // queuedOrgs reads queuedOrgsSQL for a dispatch of vehicle carrying a job of org.
