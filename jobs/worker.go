@@ -54,14 +54,17 @@ func (w *Worker) Timeout(*river.Job[PromptArgs]) time.Duration {
 
 // Work claims, runs and finalises one job, translating the outcome for River.
 func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
-	// A worker with a priority ceiling cannot tell from the vehicle's arguments whether the
-	// job is above it: a fair-share swap may have put a job of another priority on it. The
-	// dispatch reads the job and declines one above the ceiling.
 	if w.budget != nil && w.budget.Add(-1) < 0 {
 		return river.JobSnooze(0)
 	}
 	w.inFlight.Add(1)
-	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
+	worked := true
+	defer func() {
+		w.inFlight.Add(-1)
+		if worked {
+			w.done.Add(1)
+		}
+	}()
 	// Which job rides this vehicle first (fair share between orgs), then the provider's
 	// capacity for it: a job that must wait stays queued and spends nothing.
 	d, args, err := w.svc.dispatch(ctx, rj, w.ceiling)
@@ -70,7 +73,10 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	}
 	switch d.Outcome {
 	case fairshare.Decline:
-		// Not ours to run: give the vehicle straight back for an unrestricted worker.
+		// Not ours to run (above the worker's priority ceiling): give the vehicle straight back
+		// for an unrestricted worker. The vehicle's arguments cannot tell beforehand: a
+		// fair-share swap may have put a job of another priority on it.
+		worked = false
 		if w.budget != nil {
 			w.budget.Add(1)
 		}
