@@ -174,6 +174,12 @@ type pollWorker struct {
 }
 
 func (w *pollWorker) Work(ctx context.Context, _ *river.Job[PollArgs]) error {
+	// A job whose wait for the provider or a budget is over becomes work for fair share to
+	// choose again (fairshare.Share.ClearEndedWaits); a failure only delays that to the next
+	// poll.
+	if _, err := w.svc.share.ClearEndedWaits(ctx); err != nil && ctx.Err() == nil {
+		w.svc.log.Warn("clearing ended waits failed", "err", err)
+	}
 	_, err := w.svc.PollDue(ctx)
 	return err
 }

@@ -12,7 +12,10 @@
 // priority ceiling) takes the vehicle, and the job the vehicle carried takes the chosen job's
 // vehicle, which nobody holds (a swap). Queued work to choose is a due queued job not waiting
 // for the provider or for a budget: a job scheduled for later, or one whose own vehicle sleeps
-// until the provider or its budget lets it run, is neither counted for an org nor chosen.
+// until the provider or its budget lets it run, is neither counted for an org nor chosen. Such
+// a mark stays on the job until its claim, so once the job's vehicle has woken the leader
+// clears it every few seconds (ClearEndedWaits): a job of a worse band whose vehicle River
+// would fetch only after every better-band backlog is then queued work again.
 //
 // It is a package of its own because the choice is one moving part with its own statements,
 // locks and proof, which the execution core (package jobs) calls at two points only: a

@@ -158,3 +158,78 @@ func TestPriorityCeilingAcrossBands(t *testing.T) {
 		t.Fatalf("after an unrestricted worker started: %+v, %d calls", j, fake.callsFor(b.JobID))
 	}
 }
+
+// TestEndedWaitIsQueuedWorkAgain: a job marked waiting for the provider or a budget whose
+// vehicle has woken is queued work again once the leader clears the mark, so a vehicle of
+// another org's better band gives it the slot instead of leaving it behind that org's backlog;
+// a job whose vehicle still sleeps keeps its mark.
+func TestEndedWaitIsQueuedWorkAgain(t *testing.T) {
+	t.Parallel()
+	for _, waitingFor := range []string{jobs.WaitingProviderCapacity, "budget"} {
+		t.Run(waitingFor, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, jobstest.InstantSim())
+			ctx := context.Background()
+			vb, vc := e.otherOrg(), e.otherOrg()
+			var a []jobs.Submitted
+			for i := 0; i < 5; i++ {
+				a = append(a, e.Submit("org A's backlog", priority(0)))
+			}
+			awake := jobstest.Submit(t, e.S, vb, "org B's prompt, its wait over")
+			asleep := jobstest.Submit(t, e.S, vc, "org C's prompt, still waiting")
+			if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET waiting_for = ? WHERE id IN (?, ?)",
+				waitingFor, awake.JobID, asleep.JobID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.D.Bun.ExecContext(ctx, `UPDATE river_job SET state = 'scheduled',
+    scheduled_at = now() + interval '1 hour' WHERE id = ?`, *e.Job(asleep.JobID).RiverJobID); err != nil {
+				t.Fatal(err)
+			}
+			share := newShare(t, e)
+			fetch(t, e, a[1].JobID)
+			d, err := share.Dispatch(ctx, fetch(t, e, a[0].JobID), -1)
+			if err != nil || d.Args.Job != a[0].JobID || share.Counts().Locked != 0 {
+				t.Fatalf("with B's job marked, A's dispatch: %+v, %+v, %v", d, share.Counts(), err)
+			}
+			n, err := share.ClearEndedWaits(ctx)
+			if err != nil || n != 1 {
+				t.Fatalf("cleared %d waits (%v), want B's one", n, err)
+			}
+			if j := e.Job(asleep.JobID); j.WaitingFor == nil || *j.WaitingFor != waitingFor {
+				t.Fatalf("the mark of C's job, whose vehicle sleeps, was cleared: %+v", j.WaitingFor)
+			}
+			if d, err = share.Dispatch(ctx, fetch(t, e, a[2].JobID), -1); err != nil || d.Args.Job != awake.JobID {
+				t.Fatalf("once B's wait was cleared, A's next vehicle went to %+v (%v), want B's job", d, err)
+			}
+		})
+	}
+}
+
+// TestEndedWaitRunsBeforeTheBacklog: with workers running, a job of org B whose wait for the
+// provider is over starts while org A's priority-0 backlog still has most of its jobs to run.
+func TestEndedWaitRunsBeforeTheBacklog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, jobstest.InstantSim())
+	vb := e.otherOrg()
+	const n = 40
+	startRuntime(t, e, e.S, 4, func(c *jobs.RuntimeConfig) { c.PollEvery = 200 * time.Millisecond })
+	waitFor(t, 60*time.Second, "the leader's first poll", func() bool {
+		return e.Count("SELECT count(*) FROM river_job WHERE kind = 'asterion.poll_operations' AND state = 'completed'") > 0
+	})
+	submitMany(t, e, e.V, n, "org A's urgent backlog #sim:latency=500ms", priority(0))
+	waitFor(t, 20*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
+	// B's vehicle, of a worse band, is not fetched while A's are there; B's job says it
+	// waited for the provider, as a job whose snooze has just ended does.
+	b := jobstest.Submit(t, e.S, vb, "org B's prompt #sim:latency=10ms")
+	if _, err := e.D.Bun.ExecContext(context.Background(), "UPDATE sa_job SET waiting_for = ? WHERE id = ?",
+		jobs.WaitingProviderCapacity, b.JobID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
+	notStarted := e.Count(`SELECT count(*) FROM sa_job AS a, sa_job AS b WHERE b.id = ? AND a.org_id = ?
+  AND (a.started_at IS NULL OR a.started_at > b.started_at)`, b.JobID, e.O)
+	t.Logf("%d of org A's %d jobs had not started when org B's did", notStarted, n)
+	if notStarted < n/2 {
+		t.Errorf("only %d of org A's %d jobs were still to start when org B's prompt, its wait over, started", notStarted, n)
+	}
+}

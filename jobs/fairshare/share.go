@@ -118,11 +118,10 @@ func (s *Share) Counts() Counts {
 // than the planner's statistics follow, so every probe is written to have one sensible plan
 // whatever they say: the job is found by its vehicle alone (OFFSET 0 keeps the state test out
 // of that scan: with both, the planner combined idx_job_vehicle with an index of every queued
-// job), the skip scan orders by a prefix of its index, the better-job look reads
-// at most 64 entries of idx_job_queued_org below the job's own (org, band, created_at) (a
-// bound only that index can serve), and their
-// vehicles are looked up by key, one by one, instead of joined (a join let the planner walk
-// River's whole queue).
+// job), the skip scan orders by a prefix of its index, the better-job look reads at most 64
+// entries of idx_job_queued_org below the job's own (org, band, created_at) (a bound only that
+// index can serve), and their vehicles are looked up by key, one by one, instead of joined (a
+// join let the planner walk River's whole queue). TestDispatchPlans checks the plan.
 const vehicleJobSQL = `WITH RECURSIVE x AS MATERIALIZED (
     SELECT j.id, j.org_id, j.state, j.priority, j.created_at, j.execution_options, j.prompt_id
     FROM (SELECT * FROM sa_job WHERE river_job_id = $1 OFFSET 0) AS j
