@@ -61,7 +61,8 @@
 // River state is running), so the job a worker found on it stays there until its own claim,
 // except for the reclaim of orphaned vehicles and cancels, which the claim's condition turns
 // into a drop. A displaced job always keeps a vehicle, so nothing is lost, and a cancel uses
-// sa_job.river_job_id.
+// sa_job.river_job_id. ClearEndedWaits changes only what a job says it waits for, never which
+// vehicle carries it.
 //
 // Swaps across bands change none of this: the band of a vehicle only says when River fetches
 // it. Giving a vehicle another priority and time (its place, above) happens while its River
