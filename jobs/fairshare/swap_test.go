@@ -162,3 +162,22 @@ func startsInOrder(t *testing.T, e *tenv, subs []jobs.Submitted) {
 		}
 	}
 }
+
+// TestOwnOrderByTheJobsBand: an org's order is its jobs' own bands, not their vehicles': the
+// newer of two priority-50 jobs on a vehicle of River's first band (as a swap may leave it)
+// gives that vehicle to the older one when it is fetched.
+func TestOwnOrderByTheJobsBand(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, jobstest.InstantSim())
+	older := e.Submit("older", priority(50))
+	newer := e.Submit("newer", priority(50))
+	if _, err := e.D.Bun.ExecContext(context.Background(), "UPDATE river_job SET priority = 1 WHERE id = ?",
+		*e.Job(newer.JobID).RiverJobID); err != nil {
+		t.Fatal(err)
+	}
+	share := newShare(t, e)
+	d, err := share.Dispatch(context.Background(), fetch(t, e, newer.JobID), -1)
+	if err != nil || d.Args.Job != older.JobID || !d.Swapped {
+		t.Fatalf("the vehicle of the newer job went to %+v (%v), want the older job", d, err)
+	}
+}
