@@ -6,8 +6,9 @@
 // Dispatch decides which queued job rides it before the provider governor's slot and the
 // claim. The org is chosen first, whatever the priorities: among the orgs with queued work to
 // choose, the one holding the fewest worker slots (its running jobs and its fetched ones not
-// claimed yet) relative to its weight, paused and capped orgs left out, the vehicle's own org
-// first among equals and the others in random order. Priority and age then order only that
+// claimed yet) relative to its weight, paused and capped orgs left out, equals (the vehicle's
+// own org among them) in random order, so that they take turns even on a single worker.
+// Priority and age then order only that
 // org's own jobs: its best claimable job (lowest band, then oldest, within the worker's
 // priority ceiling) takes the vehicle, and the job the vehicle carried takes the chosen job's
 // vehicle, which nobody holds (a swap). Queued work to choose is a due queued job not waiting

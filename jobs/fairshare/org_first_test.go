@@ -233,3 +233,24 @@ func TestEndedWaitRunsBeforeTheBacklog(t *testing.T) {
 		t.Errorf("only %d of org A's %d jobs were still to start when org B's prompt, its wait over, started", notStarted, n)
 	}
 }
+
+// TestOrgFirstOnOneWorker: on a single worker the orgs hold the same share (none) whenever it
+// is free, and equals take turns: org B's prompt, submitted after org A's 40 at priority 0,
+// starts while at least half of A's have yet to.
+func TestOrgFirstOnOneWorker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, jobstest.InstantSim())
+	vb := e.otherOrg()
+	const n = 40
+	submitMany(t, e, e.V, n, "org A's urgent backlog #sim:latency=50ms", priority(0))
+	startRuntime(t, e, e.S, 1)
+	waitFor(t, 20*time.Second, "org A's first job", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 1 })
+	b := jobstest.Submit(t, e.S, vb, "org B's prompt #sim:latency=10ms")
+	waitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
+	notStarted := e.Count(`SELECT count(*) FROM sa_job AS a, sa_job AS b WHERE b.id = ? AND a.org_id = ?
+  AND (a.started_at IS NULL OR a.started_at > b.started_at)`, b.JobID, e.O)
+	t.Logf("%d of org A's %d jobs had not started when org B's did", notStarted, n)
+	if notStarted < n/2 {
+		t.Errorf("only %d of org A's %d jobs were still to start when org B's prompt started on the one worker", notStarted, n)
+	}
+}

@@ -136,8 +136,8 @@ func (o orgLoad) lighter(p orgLoad) bool {
 }
 
 // swapTx is the locked part of a dispatch: with the vehicle's job locked, it ranks the orgs
-// with queued work that may run (not paused, under the cap) by slots held per weight, the
-// vehicle's own org first among equals, and gives the vehicle the best claimable job of the
+// with queued work that may run (not paused, under the cap) by slots held per weight, equals
+// in random order, and gives the vehicle the best claimable job of the
 // first org that has one, in any band the worker may run (for its own org: a job better than
 // the one it carries).
 func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Decision, error) {
@@ -176,7 +176,10 @@ func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Dec
 			ranked = append(ranked, o)
 		}
 	}
-	// Equals other than the vehicle's org take turns: the order among them is random.
+	// Equals take turns: the order among them, the vehicle's own org included, is random. A
+	// preference for the vehicle's org would give it every tie, and ties are the rule with one
+	// worker: the org whose vehicles River fetches first (its jobs of a better band, say)
+	// would keep the only slot until its backlog ran out.
 	rnd := rand.New(rand.NewPCG(uint64(v.ID), uint64(time.Now().UnixNano())))
 	rnd.Shuffle(len(ranked), func(i, k int) { ranked[i], ranked[k] = ranked[k], ranked[i] })
 	slices.SortStableFunc(ranked, func(a, b orgLoad) int {
@@ -184,10 +187,6 @@ func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Dec
 		case a.lighter(b):
 			return -1
 		case b.lighter(a):
-			return 1
-		case a.id == x.orgID:
-			return -1
-		case b.id == x.orgID:
 			return 1
 		}
 		return 0
