@@ -13,6 +13,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs/admit"
+	"asterion/jobs/fairshare"
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
@@ -59,9 +60,9 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 	switch {
 	case err == nil:
 		return claimResult{outcome: claimed, job: moved.Job, prompt: &moved.Prompt, claim: c}, nil
-	case errors.Is(err, errOrgAtCap):
+	case errors.Is(err, fairshare.ErrAtCap):
 		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
-		return claimResult{outcome: claimWait, wait: orgCapRecheck, reason: "the org runs its most jobs at once"}, nil
+		return claimResult{outcome: claimWait, wait: s.share.CapRecheck(), reason: "the org runs its most jobs at once"}, nil
 	case !errors.Is(err, errNoChange):
 		return claimResult{}, err
 	}
@@ -112,7 +113,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			if _, err := tx.Tx.ExecContext(ctx, markWaitingSQL, job.ID, WaitingOrgPaused); err != nil {
 				return fmt.Errorf("say job %s waits for its paused org: %w", job.ID, err)
 			}
-			res = claimResult{outcome: claimWait, wait: orgPausedRecheck, reason: "the org is paused"}
+			res = claimResult{outcome: claimWait, wait: s.share.PausedRecheck(), reason: "the org is paused"}
 			return nil
 		}
 		if err := s.door.Start(ctx, tx, job.OrgID); errors.Is(err, admit.ErrBudgetWait) {
@@ -145,7 +146,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, claim string) (movedJob, error) {
 	var moved movedJob
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		if err := s.admit.underRunningCap(ctx, tx, orgID); err != nil {
+		if err := s.share.UnderRunningCap(ctx, tx, orgID); err != nil {
 			return err
 		}
 		w := db.NewWrites(tx)

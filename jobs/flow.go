@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"asterion/db"
+	"asterion/jobs/fairshare"
 	"asterion/jobs/governor"
 	"asterion/jobs/provider"
 )
@@ -20,9 +21,9 @@ const (
 	// leave no call slot yet.
 	WaitingProviderCapacity = "provider_capacity"
 	// WaitingOrgShare: the job's org already runs its share of the workers.
-	WaitingOrgShare = "org_share"
+	WaitingOrgShare = fairshare.WaitingOrgShare
 	// WaitingOrgPaused: an operator paused the job's org.
-	WaitingOrgPaused = "org_paused"
+	WaitingOrgPaused = fairshare.WaitingOrgPaused
 )
 
 // pausedModelRecheck is how often a worker looks again at a model an operator paused.

@@ -16,6 +16,7 @@ import (
 
 	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/fairshare"
 	"asterion/jobs/governor"
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
@@ -119,10 +120,8 @@ type Service struct {
 	calls *calls
 	// door is the one admission every way a job is created passes (package admit).
 	door *admit.Admission
-	// admit holds the running cap of a claim.
-	admit *admission
 	// share decides which queued job a fetched vehicle carries (fair share between orgs).
-	share *fairShare
+	share *fairshare.Share
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
 	// tracer starts the submit spans; nil when tracing is off.
@@ -202,8 +201,9 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	s.admit = &admission{cfg: &s.cfg, db: cfg.DB}
-	s.share = &fairShare{cfg: &s.cfg, db: cfg.DB, insert: ins, log: cfg.Logger}
+	if s.share, err = newShare(&s.cfg, ins); err != nil {
+		return nil, err
+	}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"asterion/jobs/fairshare"
 	"asterion/jobs/intake"
 )
 
@@ -53,29 +54,38 @@ func (w *Worker) Timeout(*river.Job[PromptArgs]) time.Duration {
 
 // Work claims, runs and finalises one job, translating the outcome for River.
 func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
-	if w.ceiling >= 0 && rj.Args.Priority > w.ceiling {
-		// Not ours to run: give the vehicle straight back for an unrestricted worker.
-		return river.JobSnooze(0)
-	}
 	if w.budget != nil && w.budget.Add(-1) < 0 {
 		return river.JobSnooze(0)
 	}
 	w.inFlight.Add(1)
-	defer func() { w.inFlight.Add(-1); w.done.Add(1) }()
+	worked := true
+	defer func() {
+		w.inFlight.Add(-1)
+		if worked {
+			w.done.Add(1)
+		}
+	}()
 	// Which job rides this vehicle first (fair share between orgs), then the provider's
 	// capacity for it: a job that must wait stays queued and spends nothing.
-	d, err := w.svc.share.dispatch(ctx, rj, w.ceiling)
+	d, args, err := w.svc.dispatch(ctx, rj, w.ceiling)
 	if err != nil {
 		return err
 	}
-	switch d.outcome {
-	case dispatchDecline:
+	switch d.Outcome {
+	case fairshare.Decline:
+		// Not ours to run (above the worker's priority ceiling): give the vehicle straight back
+		// for an unrestricted worker. The vehicle's arguments cannot tell beforehand: a
+		// fair-share swap may have put a job of another priority on it.
+		worked = false
+		if w.budget != nil {
+			w.budget.Add(1)
+		}
 		return river.JobSnooze(0)
-	case dispatchWait:
-		w.svc.calls.markWaiting(ctx, d.args.JobID, d.waitingFor)
-		return river.JobSnooze(d.wait)
+	case fairshare.Wait:
+		w.svc.calls.markWaiting(ctx, args.JobID, d.WaitingFor)
+		return river.JobSnooze(d.Wait)
 	}
-	if err := w.svc.calls.awaitProviderSlot(ctx, d.args); err != nil {
+	if err := w.svc.calls.awaitProviderSlot(ctx, args); err != nil {
 		return err
 	}
 	// The execution gets the whole job timeout, however long the slot took.
@@ -84,10 +94,10 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	// Submits of this process first (package intake): an accepted job loses nothing by waiting.
 	w.svc.intake.Yield(ctx)
 	admitted := w.svc.intake.Transaction(ctx, intake.Claim)
-	res, err := w.svc.claim(ctx, d.args.JobID, d.args.OrgID, rj.ID, w.workerID)
+	res, err := w.svc.claim(ctx, args.JobID, args.OrgID, rj.ID, w.workerID)
 	admitted()
 	if err != nil {
-		return fmt.Errorf("claim job %s: %w", d.args.JobID, err)
+		return fmt.Errorf("claim job %s: %w", args.JobID, err)
 	}
 	switch res.outcome {
 	case claimDrop:
@@ -98,7 +108,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	out := w.svc.runClaimed(ctx, res.job, res.claim, res.prompt)
 	// The running slot this execution held goes to its org's next refused job at once.
 	pctx, cancelPass := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	w.svc.share.passOn(pctx, res.job.OrgID)
+	w.svc.share.PassOn(pctx, res.job.OrgID)
 	cancelPass()
 	switch {
 	case out.err != nil:
@@ -110,7 +120,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	case out.state == StateQueued:
 		return river.JobSnooze(max(w.svc.cfg.Wait(out.retryIn), 0))
 	}
-	return river.JobCancel(fmt.Errorf("job %s ended %s", d.args.JobID, out.state))
+	return river.JobCancel(fmt.Errorf("job %s ended %s", args.JobID, out.state))
 }
 
 // ReclaimArgs is the periodic reclaim job.
@@ -164,6 +174,12 @@ type pollWorker struct {
 }
 
 func (w *pollWorker) Work(ctx context.Context, _ *river.Job[PollArgs]) error {
+	// A job whose wait for the provider or a budget is over becomes work for fair share to
+	// choose again (fairshare.Share.ClearEndedWaits); a failure only delays that to the next
+	// poll.
+	if _, err := w.svc.share.ClearEndedWaits(ctx); err != nil && ctx.Err() == nil {
+		w.svc.log.Warn("clearing ended waits failed", "err", err)
+	}
 	_, err := w.svc.PollDue(ctx)
 	return err
 }

@@ -1,4 +1,4 @@
-package jobs_test
+package fairshare_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"asterion/jobs"
-	"asterion/jobs/provider"
+	"asterion/jobs/jobstest"
 )
 
 // TestOrgRunningCap: with ASTERION_ORG_MAX_RUNNING=3 and ten workers, org A never runs more than
@@ -14,28 +14,16 @@ import (
 // has queued work.
 func TestOrgRunningCap(t *testing.T) {
 	t.Parallel()
-	fake := newFake(func(ctx context.Context, c call) (provider.Response, error) {
-		select {
-		case <-time.After(300 * time.Millisecond):
-		case <-ctx.Done():
-			return provider.Response{}, ctx.Err()
-		}
-		return okResponse(c), nil
-	})
+	fake := newFake(func(int) time.Duration { return 300 * time.Millisecond })
 	e := newEnv(t, fake, func(c *jobs.Config) { c.OrgMaxRunning = 3 })
-	orgB, userB := createOrgUser(t, e.D.Bun, "member")
-	vb := jobs.Viewer{OrgID: orgB, UserID: userB}
+	vb := e.otherOrg()
 	var a []jobs.Submitted
 	for i := 0; i < 60; i++ {
 		a = append(a, e.Submit("org A's backlog"))
 	}
 	var b []jobs.Submitted
 	for i := 0; i < 5; i++ {
-		s, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: vb, Prompt: "org B's prompt"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, s)
+		b = append(b, jobstest.Submit(t, e.S, vb, "org B's prompt"))
 	}
 	most := sampleMostRunning(t, e, e.O)
 	start := time.Now()
@@ -44,17 +32,10 @@ func TestOrgRunningCap(t *testing.T) {
 		waitFor(t, 8*time.Second, "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	tookB := time.Since(start)
-	var queuedA int
-	if err := e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
-		Where("org_id = ? AND state = 'queued'", e.O).Scan(context.Background(), &queuedA); err != nil {
-		t.Fatal(err)
-	}
-	if queuedA == 0 {
+	if countJobs(e, e.O, jobs.StateQueued) == 0 {
 		t.Errorf("org A had no queued work left when B's prompts were done (%v): nothing was held behind", tookB)
 	}
-	var waitingShare int
-	_ = e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
-		Where("org_id = ? AND waiting_for = ?", e.O, jobs.WaitingOrgShare).Scan(context.Background(), &waitingShare)
+	waitingShare := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND waiting_for = ?", e.O, jobs.WaitingOrgShare)
 	for _, s := range a {
 		waitFor(t, 30*time.Second, "org A's backlog", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}

@@ -1,0 +1,9 @@
+package fairshare
+
+// The named statements, for the tests that read their plans.
+const (
+	VehicleJobSQL = vehicleJobSQL
+	QueuedOrgsSQL = queuedOrgsSQL
+	CandidatesSQL = candidatesSQL
+	RefusedSQL    = refusedSQL
+)

@@ -1,0 +1,255 @@
+package fairshare
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/jobs/provider"
+)
+
+// What a job refused by fair share waits for, as sa_job.waiting_for says it.
+const (
+	// WaitingOrgShare: the job's org already runs its most jobs at once.
+	WaitingOrgShare = "org_share"
+	// WaitingOrgPaused: an operator paused the job's org.
+	WaitingOrgPaused = "org_paused"
+)
+
+// Args are what a vehicle's arguments say of the job it carries, and what the worker needs of
+// the job it is to run: the governor's model and token estimate, and the org for the cap.
+type Args struct {
+	Job      uuid.UUID
+	Org      int64 // 0 on vehicles made before the org was named: no cap is checked
+	Priority int
+	Model    string
+	Tokens   int
+}
+
+// Vehicle is a River job a worker has fetched: a free slot of River's Priority (a band of job
+// priorities), fetched at its place ScheduledAt, whose arguments name a job (which may no
+// longer be the one it carries).
+type Vehicle struct {
+	ID          int64
+	Priority    int
+	ScheduledAt time.Time
+	Args        Args
+}
+
+// Outcome says what a worker does with the vehicle it fetched.
+type Outcome int
+
+const (
+	// Run: claim the job of Decision.Args (after the governor's slot).
+	Run Outcome = iota
+	// Wait: the job may not run yet (its org is paused or at its cap); snooze for Decision.Wait
+	// with the job saying Decision.WaitingFor.
+	Wait
+	// Decline: the job is above the worker's priority ceiling; give the vehicle back.
+	Decline
+)
+
+// Decision is the answer of Dispatch: Args describe the job the vehicle now carries.
+type Decision struct {
+	Outcome    Outcome
+	Args       Args
+	Wait       time.Duration
+	WaitingFor string
+	Reason     string
+	// Swapped is true when the vehicle was given another job than the one it carried.
+	Swapped bool
+}
+
+// Counts are how the dispatches of a Share went since it was made.
+type Counts struct {
+	// Fast dispatches decided on their one read; Locked ones took the dispatch lock.
+	Fast, Locked int64
+	// Swapped dispatches gave their vehicle another job.
+	Swapped int64
+}
+
+// Share decides which queued job a fetched vehicle carries, and holds the running cap.
+type Share struct {
+	cfg                   Config
+	fast, locked, swapped atomic.Int64
+}
+
+// New validates cfg and returns a Share.
+func New(cfg Config) (*Share, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Share{cfg: cfg}, nil
+}
+
+// PausedRecheck is how soon a paused org's job is looked at again.
+func (s *Share) PausedRecheck() time.Duration { return s.cfg.PausedRecheck }
+
+// CapRecheck is how soon a job refused for its org's cap is looked at again.
+func (s *Share) CapRecheck() time.Duration { return s.cfg.CapRecheck }
+
+// Counts returns how the dispatches went so far.
+func (s *Share) Counts() Counts {
+	return Counts{Fast: s.fast.Load(), Locked: s.locked.Load(), Swapped: s.swapped.Load()}
+}
+
+// vehicleJobSQL reads, in one statement, what the fast path of a dispatch needs: the queued
+// or running job on vehicle $1, its org's weight and pause, whether the org runs its cap of $4
+// jobs already (counted only when there is a cap, and only up to it), whether another org has
+// queued work to choose, and whether its own org has a claimable job better than it (a lower
+// band, or its band and older) with a priority of at most $3. $2 is the job the vehicle's
+// arguments name: the prompt's text (for the governor's token estimate) is read only when the
+// row is another job.
+//
+// Queued work to choose is a queued job, not waiting for the provider or a budget, due, of an
+// org that is not paused: the others probe walks idx_job_queued_ready one org at a time (its
+// first entry is the org's earliest scheduled_at, so one descent says whether the org has a due
+// job, however many it scheduled for later), stops at the first other org that has one, and
+// after 32 orgs without an answer says yes (the locked path then decides). In the usual case of
+// one org with a backlog it is two descents.
+//
+// It runs once per claim while the queue's size swings from empty to a long backlog faster
+// than the planner's statistics follow, so every probe is written to have one sensible plan
+// whatever they say: the job is found by its vehicle alone (OFFSET 0 keeps the state test out
+// of that scan: with both, the planner combined idx_job_vehicle with an index of every queued
+// job), the skip scan orders by a prefix of its index, the better-job look reads at most 64
+// entries of idx_job_queued_org below the job's own (org, band, created_at) (a bound only that
+// index can serve), and their vehicles are looked up by key, one by one, instead of joined (a
+// join let the planner walk River's whole queue). TestDispatchPlans checks the plan.
+const vehicleJobSQL = `WITH RECURSIVE x AS MATERIALIZED (
+    SELECT j.id, j.org_id, j.state, j.priority, j.created_at, j.execution_options, j.prompt_id
+    FROM (SELECT * FROM sa_job WHERE river_job_id = $1 OFFSET 0) AS j
+    WHERE j.state IN ('queued', 'running')
+    LIMIT 1
+), other (org_id, due, n) AS (
+    (SELECT o.org_id, o.scheduled_at <= now(), 1 FROM sa_job AS o
+     WHERE o.state = 'queued' AND (o.waiting_for IS NULL OR o.waiting_for NOT IN ('provider_capacity', 'budget'))
+     ORDER BY o.org_id, o.scheduled_at LIMIT 1)
+  UNION ALL
+    SELECT nx.org_id, nx.due, q.n + 1 FROM other AS q CROSS JOIN LATERAL (
+        SELECT o.org_id, o.scheduled_at <= now() AS due FROM sa_job AS o
+        WHERE o.state = 'queued' AND (o.waiting_for IS NULL OR o.waiting_for NOT IN ('provider_capacity', 'budget'))
+          AND o.org_id > q.org_id
+        ORDER BY o.org_id, o.scheduled_at LIMIT 1) AS nx
+    WHERE q.n < 32 AND NOT (q.due AND q.org_id <> (SELECT x.org_id FROM x)
+        AND NOT coalesce((SELECT p.paused FROM sa_org_share AS p WHERE p.org_id = q.org_id), false))
+)
+SELECT x.id, x.org_id, x.state, x.priority, x.created_at,
+    coalesce(s.weight, 1) AS weight, coalesce(s.paused, false) AS paused,
+    CASE WHEN $4::integer > 0 THEN (SELECT count(*) FROM (SELECT FROM sa_job AS r
+        WHERE r.org_id = x.org_id AND r.state = 'running' LIMIT $4::integer) AS c) ELSE 0 END AS running,
+    EXISTS (SELECT FROM other AS q WHERE q.n >= 32 OR (q.due AND q.org_id <> x.org_id
+        AND NOT coalesce((SELECT p.paused FROM sa_org_share AS p WHERE p.org_id = q.org_id), false))) AS others,
+    EXISTS (SELECT FROM (SELECT a.river_job_id, a.priority, a.scheduled_at, a.waiting_for FROM sa_job AS a
+            WHERE a.state = 'queued' AND a.org_id = x.org_id
+              AND (a.org_id, asterion_band(a.priority), a.created_at) < (x.org_id, asterion_band(x.priority), x.created_at)
+            ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
+        WHERE h.scheduled_at <= now() AND h.priority <= $3
+          AND (h.waiting_for IS NULL OR h.waiting_for NOT IN ('provider_capacity', 'budget'))
+          AND (SELECT v.state FROM river_job AS v WHERE v.id = h.river_job_id) IN ('available', 'scheduled', 'retryable')) AS better,
+    coalesce(x.execution_options ->> 'model', '') AS model,
+    CASE WHEN x.id <> $2 THEN (SELECT e.body FROM sa_entity AS e WHERE e.id = x.prompt_id) END AS body
+FROM x LEFT JOIN sa_org_share AS s ON s.org_id = x.org_id`
+
+// vehicleJob is a row of vehicleJobSQL.
+type vehicleJob struct {
+	id        uuid.UUID
+	orgID     int64
+	state     string
+	priority  int
+	createdAt time.Time
+	weight    int
+	paused    bool
+	running   int // the org's running jobs, counted up to the cap; 0 without a cap
+	others    bool
+	better    bool
+	model     string
+	body      sql.NullString
+}
+
+// Dispatch decides which job the fetched vehicle v carries: the org is chosen first (the org
+// with queued work holding the fewest worker slots per weight, whatever the priorities), then
+// that org's best job (lowest band, then oldest), swapping vehicles when the choice is not the
+// job on v. ceiling ≥ 0 bounds the priority of a job the worker may run. The common case (one
+// org with queued work, the vehicle's job its best) is one read.
+func (s *Share) Dispatch(ctx context.Context, v Vehicle, ceiling int) (Decision, error) {
+	most := 100
+	if ceiling >= 0 {
+		most = ceiling
+	}
+	var x vehicleJob
+	err := s.cfg.DB.DB.QueryRowContext(ctx, vehicleJobSQL, v.ID, v.Args.Job, most, s.cfg.OrgMaxRunning).Scan(&x.id,
+		&x.orgID, &x.state, &x.priority, &x.createdAt, &x.weight, &x.paused, &x.running, &x.others, &x.better,
+		&x.model, &x.body)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// No live job rides this vehicle: the one its arguments name settled on it (the
+		// claim then drops it), or moved to another vehicle (the claim sees that too).
+		s.fast.Add(1)
+		return Decision{Outcome: Run, Args: v.Args}, nil
+	case err != nil:
+		return Decision{}, fmt.Errorf("read the job of vehicle %d: %w", v.ID, err)
+	}
+	args := x.argsOn(v.Args)
+	if x.state != stateQueued {
+		s.fast.Add(1)
+		return Decision{Outcome: Run, Args: args}, nil
+	}
+	if ceiling >= 0 && x.priority > ceiling {
+		s.fast.Add(1)
+		return Decision{Outcome: Decline, Args: args}, nil
+	}
+	atCap := s.cfg.OrgMaxRunning > 0 && x.running >= s.cfg.OrgMaxRunning
+	switch {
+	case !x.others && !x.paused && !atCap && !x.better:
+		s.fast.Add(1)
+		return Decision{Outcome: Run, Args: args}, nil
+	case !x.others && (x.paused || atCap):
+		s.fast.Add(1)
+		return s.refusal(args, x.paused), nil
+	}
+	s.locked.Add(1)
+	var d Decision
+	err = s.cfg.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		d, err = s.swapTx(ctx, tx, v, most)
+		return err
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("dispatch vehicle %d: %w", v.ID, err)
+	}
+	if d.Swapped {
+		s.swapped.Add(1)
+	}
+	return d, nil
+}
+
+// stateQueued is sa_job.state of a job waiting for a worker.
+const stateQueued = "queued"
+
+// argsOn are the arguments of x as the vehicle with arguments a carries it: a's own when x is
+// a's job, else x's model and an estimate of its prompt's tokens.
+func (x vehicleJob) argsOn(a Args) Args {
+	if x.id == a.Job {
+		a.Org = x.orgID
+		return a
+	}
+	return Args{Job: x.id, Org: x.orgID, Priority: x.priority, Model: x.model, Tokens: provider.EstimateTokens(x.body.String)}
+}
+
+// refusal is the answer for a job whose org is paused or at its cap while no other org has
+// work to give the slot.
+func (s *Share) refusal(args Args, paused bool) Decision {
+	if paused {
+		return Decision{Outcome: Wait, Args: args, Wait: s.cfg.PausedRecheck, WaitingFor: WaitingOrgPaused,
+			Reason: "the org is paused"}
+	}
+	return Decision{Outcome: Wait, Args: args, Wait: s.cfg.CapRecheck, WaitingFor: WaitingOrgShare,
+		Reason: "the org runs its most jobs at once"}
+}
