@@ -125,6 +125,8 @@ type Service struct {
 	groupFault func(n int) error
 	// tracer starts the submit spans; nil when tracing is off.
 	tracer trace.Tracer
+	// stranded remembers how far the reclaim of jobs on finished vehicles has looked.
+	stranded strandedWatch
 }
 
 // NewService validates cfg and builds the insert-only River client that enqueues inside bun
