@@ -123,6 +123,9 @@ type Service struct {
 	share *fairShare
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
+	// groupCommitFault, when set (by tests), runs after a group's transaction committed and
+	// its error stands for the commit's answer: a connection lost at COMMIT.
+	groupCommitFault func() error
 	// tracer starts the submit spans; nil when tracing is off.
 	tracer trace.Tracer
 	// stranded remembers how far the reclaim of jobs on finished vehicles has looked.
@@ -195,7 +198,7 @@ func NewService(cfg Config) (*Service, error) {
 	s.admit = &admission{cfg: &s.cfg, db: cfg.DB}
 	s.share = &fairShare{cfg: &s.cfg, db: cfg.DB, insert: ins, log: cfg.Logger}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
-		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
+		InTx: s.groupTx, Recover: s.recoverSubmits, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer(tracerName)
 		s.cfg.Provider = provider.Traced(cfg.Provider, cfg.Tracer)

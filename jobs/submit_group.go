@@ -40,8 +40,13 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 	var prompts []groupedPrompt
 	var vehicles []river.InsertManyParams
 	for i, p := range batch {
+		// The ids are chosen once per submit and kept on its request, so that a replay after a
+		// failed commit writes the same rows (recoverSubmits).
+		if p.Req.promptID == uuid.Nil {
+			p.Req.promptID, p.Req.jobID = uuid.New(), uuid.New()
+		}
 		req := p.Req
-		promptID := uuid.New()
+		promptID := req.promptID
 		correlation := promptID
 		if req.ParentID != nil {
 			parent, ok := parents[*req.ParentID]
@@ -51,7 +56,7 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 			}
 			correlation = parent.CorrelationID
 		}
-		gp := groupedPrompt{at: i, jobID: uuid.New()}
+		gp := groupedPrompt{at: i, jobID: req.jobID}
 		gp.prompt, gp.nj = req.accepted(promptID, correlation)
 		prompts = append(prompts, gp)
 		vehicles = append(vehicles, gp.nj.vehicle(gp.jobID))

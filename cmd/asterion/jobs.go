@@ -34,7 +34,7 @@ type jobsSettings struct {
 	// shutdownGrace is how long a stopping worker pool lets running calls finish before it
 	// hands them back (ASTERION_SHUTDOWN_GRACE; zero cuts them at once).
 	shutdownGrace time.Duration
-	workers     int
+	workers       int
 	// prices is the price table of ASTERION_PRICES.
 	prices jobusage.Prices
 	// rpm and tpm are ASTERION_PROVIDER_RPM and ASTERION_PROVIDER_TPM (0: learned).
