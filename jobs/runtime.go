@@ -161,9 +161,11 @@ func (r *Runtime) ID() string { return r.id }
 // Client exposes the River client (for River's own UI).
 func (r *Runtime) Client() *river.Client[pgx.Tx] { return r.client }
 
-// Start begins fetching jobs.
+// Start begins fetching jobs. The pool runs until Stop: River treats the end of the context
+// given to its Start as a stop that cancels every running job at once, so a signal that ends
+// ctx must instead go through Stop and its grace.
 func (r *Runtime) Start(ctx context.Context) error {
-	if err := r.client.Start(ctx); err != nil {
+	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
 	if !r.counted.Swap(true) {

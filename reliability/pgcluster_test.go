@@ -136,3 +136,11 @@ func (c *pgCluster) restart(t *testing.T) time.Duration {
 	c.run(t, "pg_ctl", "-D", c.data, "-l", filepath.Join(c.dir, "postgres.log"), "-m", "fast", "-w", "-t", "60", "restart")
 	return time.Since(start)
 }
+
+// crash stops the server with mode immediate: every backend is killed at once with no
+// checkpoint, as a crash of PostgreSQL would, and the next start runs crash recovery. A commit
+// that did not wait for the WAL flush (synchronous_commit off) may be lost.
+func (c *pgCluster) crash(t *testing.T) {
+	t.Helper()
+	c.run(t, "pg_ctl", "-D", c.data, "-m", "immediate", "-w", "-t", "60", "stop")
+}
