@@ -123,9 +123,13 @@ func TestRollingDeploy(t *testing.T) {
 	doc := getJob(t, slots[0].base, m.Token, jobID)
 	var kinds []string
 	for _, a := range doc.Attempts {
-		kinds = append(kinds, fmt.Sprint(a.ErrorKind))
+		k := "null"
+		if a.ErrorKind != nil {
+			k = *a.ErrorKind
+		}
+		kinds = append(kinds, k)
 	}
-	if doc.State != "succeeded" || !strings.Contains(strings.Join(kinds, ","), "shutdown") || doc.Attempts[len(doc.Attempts)-1].ErrorKind != nil {
+	if doc.State != "succeeded" || !strings.Contains(strings.Join(kinds, ","), "shutdown") || kinds[len(kinds)-1] != "null" {
 		t.Errorf("job %s over the API: state %s, attempts %v; want succeeded, a shutdown run, then the answer", jobID, doc.State, kinds)
 	}
 	mu.Lock()
