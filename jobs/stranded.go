@@ -113,7 +113,7 @@ func (s *Service) revehicleStranded(ctx context.Context) (int, error) {
 				return nil
 			}
 			var jobs []db.Job
-			if err := tx.NewSelect().Model(&jobs).Where("id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+			if err := tx.NewSelect().Model(&jobs).Where("id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 				return fmt.Errorf("read queued jobs on finished vehicles: %w", err)
 			}
 			for _, j := range jobs {

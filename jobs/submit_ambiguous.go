@@ -44,7 +44,7 @@ func (s *Service) recoverSubmits(ctx context.Context, batch []*pendingSubmit, ou
 	written := map[uuid.UUID]bool{}
 	if len(maybe) > 0 {
 		var found []uuid.UUID
-		err := s.db.NewSelect().Table("sa_job").Column("id").Where("id IN (?)", bun.In(maybe)).Scan(ctx, &found)
+		err := s.db.NewSelect().Table("sa_job").Column("id").Where("id IN (?)", bun.List(maybe)).Scan(ctx, &found)
 		if err != nil {
 			// Neither accepted nor refused for sure: an error, never a second job.
 			for i := range batch {
