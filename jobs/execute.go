@@ -350,8 +350,9 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 var errDuplicateResponse = errors.New("response for this provider request already written")
 
 // finishFailure classifies the error (§8) and re-queues with backoff or fails the job, only
-// while it is still running under claim. A cancellation while the job is still ours (the
-// worker is shutting down) re-queues it at once as a worker crash.
+// while it is still running under claim. A run cut by a graceful stop is handed back without
+// spending an attempt (handBack); any other cancellation while the job is still ours re-queues
+// it at once as a worker crash.
 func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, callErr error) outcome {
 	if errors.Is(callErr, errShutdown) {
 		return s.handBack(ctx, job, claim)
