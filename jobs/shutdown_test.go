@@ -83,26 +83,39 @@ func TestGracefulStopHandsBackCutRun(t *testing.T) {
 	}
 }
 
-// TestDrainingPoolClaimsNothing: once a pool drains, a vehicle it fetches goes back unclaimed
-// and the process is recorded as draining until it has stopped.
+// TestDrainingPoolClaimsNothing: once a pool drains, a vehicle it fetches goes back unclaimed,
+// a call that ends within the grace settles as usual, a user's cancel during the drain is a
+// cancel (not a hand-back), and the process is recorded as draining until it has stopped.
 func TestDrainingPoolClaimsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, instantSim())
 	ctx := context.Background()
-	rt := startRuntime(t, e, e.S, 1)
-	long := e.Submit("holds the only worker #sim:latency=3s")
-	waitFor(t, 20*time.Second, "the first job to run", func() bool { return e.Job(long.JobID).State == "running" })
+	rt := startRuntime(t, e, e.S, 2)
+	short := e.Submit("ends within the grace #sim:latency=3s")
+	long := e.Submit("cancelled while the pool drains #sim:latency=60s")
+	waitFor(t, 20*time.Second, "both jobs to run", func() bool {
+		return e.Job(short.JobID).State == "running" && e.Job(long.JobID).State == "running"
+	})
 	stopped := make(chan error, 1)
-	go func() { stopped <- rt.Stop(ctx, 20*time.Second) }()
+	go func() { stopped <- rt.Stop(ctx, 30*time.Second) }()
 	waitFor(t, 10*time.Second, "the process to be recorded draining", func() bool {
 		return e.Count("SELECT count(*) FROM sa_worker_drain WHERE worker_id = ? AND stopped_at IS NULL", rt.ID()) == 1
 	})
 	later := e.Submit("submitted while the pool drains")
+	if _, err := e.S.Cancel(ctx, e.V, long.JobID, jobs.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	if j := e.Job(long.JobID); j.State != "succeeded" {
-		t.Errorf("the running job is %s, want succeeded within the grace", j.State)
+	if j := e.Job(short.JobID); j.State != "succeeded" {
+		t.Errorf("the job that ended within the grace is %s, want succeeded", j.State)
+	}
+	if j := e.Job(long.JobID); j.State != "cancelled" || j.ErrorKind != nil && *j.ErrorKind == jobs.KindShutdown {
+		t.Errorf("the job cancelled during the drain is %s (error_kind %s), want cancelled", j.State, strv(j.ErrorKind))
+	}
+	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.handed_back'"); n != 0 {
+		t.Errorf("%d jobs handed back; nothing was cut", n)
 	}
 	if j := e.Job(later.JobID); j.State != "queued" || j.StartedAt != nil {
 		t.Errorf("a job submitted during the drain is %s (started %v), want queued and never started", j.State, j.StartedAt)

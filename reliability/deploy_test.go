@@ -14,9 +14,9 @@ import (
 	"asterion/db/dbtest"
 )
 
-// TestRollingDeploy runs two `asterion serve` processes (each with its worker pool) and, while
-// prompts of 8 s (`#sim:latency=8s`) with max_attempts 1 run on them, stops each with SIGTERM
-// and starts it again, twice in turn, with a shutdown grace far shorter than the calls, so every
+// TestRollingDeploy runs two `asterion serve` processes (each with its worker pool) and one
+// `asterion run-worker` and, while prompts of 8 s (`#sim:latency=8s`) with max_attempts 1 run on
+// them, stops each with SIGTERM and starts it again, twice in turn, with a shutdown grace far shorter than the calls, so every
 // stop really cuts calls. At the end, by SQL and over the API: every prompt succeeded with one
 // response (the exactly-once rules), no attempt was spent by a stop (a max_attempts of 1 sufficed,
 // no job failed or was counted a worker crash), every stop exited cleanly, and the cut runs are
@@ -28,6 +28,7 @@ func TestRollingDeploy(t *testing.T) {
 	requireSuite(t)
 	t.Parallel()
 	n := pickInt(t, "ASTERION_RELIABILITY_DEPLOY_PROMPTS", 40, 200)
+	// Each process can hold every prompt, so that one process takes all that another hands back.
 	rounds := pickInt(t, "ASTERION_RELIABILITY_DEPLOY_ROUNDS", 2, 4)
 	d := dbtest.New(t)
 	m := newMember(t, d.Bun)
@@ -55,6 +56,10 @@ func TestRollingDeploy(t *testing.T) {
 	}
 	start(0, 0)
 	start(1, 0)
+	// A run-worker process beside them is stopped and started the same way: the other door to
+	// the same pool code.
+	worker := startWorker(t, "run-worker-0", dbURL, env)
+	all = append(all, worker)
 
 	ctx := context.Background()
 	var accepted []submitResult
@@ -89,6 +94,23 @@ func TestRollingDeploy(t *testing.T) {
 			}
 			start(i, round+1)
 		}
+		id := workerID(t, worker)
+		waitUntil(t, 60*time.Second, worker.name+" to run calls", func() (bool, string) {
+			k, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state = 'running' AND worker_claim LIKE ?", id+"/%")
+			if err != nil {
+				return false, err.Error()
+			}
+			return k > 0, fmt.Sprintf("%d running", k)
+		})
+		worker.stop()
+		stops++
+		if worker.waitErr != nil {
+			t.Errorf("%s did not exit cleanly on SIGTERM: %v", worker.name, worker.waitErr)
+		}
+		worker = startWorker(t, fmt.Sprintf("run-worker-%d", round+1), dbURL, env)
+		mu.Lock()
+		all = append(all, worker)
+		mu.Unlock()
 	}
 	waitUntil(t, 3*time.Minute, "every prompt to end", func() (bool, string) {
 		open, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
