@@ -15,9 +15,9 @@ import (
 // A shared submit transaction that fails at COMMIT (the connection lost while the server
 // commits) may have committed: its outcome is unknown. Its submits are not written again as new
 // jobs. recoverSubmits first reads which of their jobs exist (their ids were chosen before the
-// commit) and answers those as accepted; it writes the others again with the same ids, so that
-// a commit still in flight when it looked makes the second write collide with its rows instead
-// of adding a second job, and that collision is answered as accepted too.
+// commit) and answers those as accepted; it writes the others again, each alone, with the same
+// ids, so that a commit still in flight when it looked makes the second write collide with its
+// rows instead of adding a second job, and that collision is answered as accepted too.
 
 // groupTx runs a shared submit transaction (with the tests' commit fault, when set).
 func (s *Service) groupTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
@@ -55,27 +55,28 @@ func (s *Service) recoverSubmits(ctx context.Context, batch []*pendingSubmit, ou
 		for _, id := range found {
 			written[id] = true
 		}
-		if len(found) > 0 {
-			s.log.Warn("a shared submit transaction failed but committed: its submits are answered as accepted",
-				"submits", len(batch), "written", len(found), "err", failure)
-		}
 	}
+	settled := 0
 	for i, p := range batch {
 		prior := outcomes[i]
 		switch {
 		case prior.Err != nil:
 			// Write refused it on its own merits (an invisible parent): nothing of it was written.
-		case prior.Err == nil && written[prior.Res.JobID]:
-		case len(batch) == 1:
-			outcomes[i] = intake.Outcome[Submitted]{Err: failure}
+		case written[prior.Res.JobID]:
+			settled++
 		default:
 			res, err := s.submitOne(ctx, p.Req)
-			if err != nil && prior.Err == nil && prior.Res.JobID != uuid.Nil && isPresetRowCollision(err) {
+			if err != nil && prior.Res.JobID != uuid.Nil && isPresetRowCollision(err) {
 				// The failed transaction's commit landed after the read above.
 				res, err = prior.Res, nil
+				settled++
 			}
 			outcomes[i] = intake.Outcome[Submitted]{Res: res, Err: err}
 		}
+	}
+	if settled > 0 {
+		s.log.Warn("a shared submit transaction failed but committed: its submits are answered as accepted",
+			"submits", len(batch), "written", settled, "err", failure)
 	}
 }
 
