@@ -62,12 +62,16 @@ func (w *Worker) dropped(ctx context.Context, job db.Job, vehicle int64) error {
 }
 
 // strandedSQL finds queued jobs whose vehicle River finalised after $1, oldest vehicle first. It
-// walks River's (state, finalized_at) index and reaches each job by idx_job_vehicle: it reads
-// the vehicles that ended since the last pass, never sa_job as a whole.
-const strandedSQL = `SELECT j.id FROM river_job r
+// reads the vehicles that ended since the last pass by River's (state, finalized_at) index, and
+// reaches each one's job by idx_job_vehicle: never sa_job as a whole, and never River's
+// vehicles of other times or states.
+const strandedSQL = `WITH ended AS MATERIALIZED (
+    SELECT id, finalized_at FROM river_job
+    WHERE state IN ('completed', 'cancelled', 'discarded') AND finalized_at >= $1
+)
+SELECT j.id FROM ended r
 JOIN sa_job j ON j.river_job_id = r.id
-WHERE r.state IN ('completed', 'cancelled', 'discarded') AND r.finalized_at >= $1 AND r.kind = $2
-  AND j.state = 'queued'
+WHERE j.state = 'queued'
 ORDER BY r.finalized_at
 LIMIT 200
 FOR UPDATE OF j SKIP LOCKED`
@@ -94,7 +98,7 @@ func (s *Service) revehicleStranded(ctx context.Context) (int, error) {
 				since = s.stranded.since.Add(-strandedMargin)
 			}
 			var ids []string
-			rows, err := tx.Tx.QueryContext(ctx, strandedSQL, since, KindPromptExecute)
+			rows, err := tx.Tx.QueryContext(ctx, strandedSQL, since)
 			if err != nil {
 				return fmt.Errorf("find queued jobs on finished vehicles: %w", err)
 			}
