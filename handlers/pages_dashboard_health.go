@@ -44,6 +44,10 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 	if err != nil {
 		return views.Health{}, err
 	}
+	draining, err := s.deps.Reads.DrainingWorkers(ctx, v)
+	if err != nil {
+		return views.Health{}, err
+	}
 	backlog, err := s.deps.Reads.QueueBacklog(ctx, v, dashPastDueGrace)
 	if err != nil {
 		return views.Health{}, err
@@ -51,6 +55,9 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 	h := views.Health{Window: "1h", Queued: m.Counts[string(jobs.StateQueued)], Due: backlog.Due, PastDue: backlog.PastDue,
 		OldestDue: backlog.OldestDue, PastDueGrace: dashPastDueGrace, WorkerAlive: live.Alive, WorkerSeen: live.LastSeen,
 		WorkerSource: live.Source, LeaderID: live.LeaderID, Now: live.Now}
+	for _, d := range draining {
+		h.Draining = append(h.Draining, views.DrainingWorker{ID: d.WorkerID, Since: d.Since, GraceEnds: d.GraceEnds})
+	}
 	for _, st := range dashJobStates {
 		h.Counts = append(h.Counts, views.Count{Key: string(st), Label: string(st), N: m.Counts[string(st)], Href: "/admin/jobs?state=" + string(st)})
 	}

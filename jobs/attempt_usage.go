@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"asterion/db"
@@ -40,7 +41,10 @@ func (s *calls) recordAttempt(ctx context.Context, job db.Job, askedModel string
 	} else {
 		perr := provider.Classify(callErr)
 		u.InputTokens, u.OutputTokens = perr.Partial.PromptTokens, perr.Partial.CompletionTokens
-		if !provider.IsCanceled(callErr) {
+		switch {
+		case errors.Is(callErr, errShutdown):
+			u.ErrorKind = KindShutdown
+		case !provider.IsCanceled(callErr):
 			u.ErrorKind = string(perr.Kind)
 		}
 	}

@@ -210,7 +210,9 @@ type outcome struct {
 	retryIn time.Duration
 	// dropped is true when the job was no longer ours: the result was discarded.
 	dropped bool
-	err     error
+	// handedBack is true when a graceful stop cut the run and the job rides a new vehicle.
+	handedBack bool
+	err        error
 }
 
 // runClaimed runs the provider for a claimed job while heartbeating, then finalises (§5 step 4,
@@ -250,6 +252,10 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	}
 	resp, err := s.cfg.Provider.Complete(callCtx, req)
 	took := time.Since(started)
+	if err != nil && cutByShutdown(ctx) {
+		// The process's shutdown grace ran out: the run is handed back (finishFailure).
+		err = fmt.Errorf("%w: %w", errShutdown, err)
+	}
 	removeBeat()
 	cancelCall(nil)
 	// Finalising must happen even when the worker's context has just been cancelled.
@@ -361,9 +367,13 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 var errDuplicateResponse = errors.New("response for this provider request already written")
 
 // finishFailure classifies the error (§8) and re-queues with backoff or fails the job, only
-// while it is still running under claim. A cancellation while the job is still ours (the
-// worker is shutting down) re-queues it at once as a worker crash.
+// while it is still running under claim. A run cut by a graceful stop is handed back without
+// spending an attempt (handBack); any other cancellation while the job is still ours re-queues
+// it at once as a worker crash.
 func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, callErr error) outcome {
+	if errors.Is(callErr, errShutdown) {
+		return s.handBack(ctx, job, claim)
+	}
 	perr := provider.Classify(callErr)
 	// Members see a fixed description; the provider's own words and the cause go to operators
 	// (sa_job_error) and the log.

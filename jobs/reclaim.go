@@ -19,6 +19,8 @@ type ReclaimReport struct {
 	Failed   int `json:"failed"`
 	// Revehicled counts queued jobs moved off a vehicle whose worker died before claiming it.
 	Revehicled int `json:"revehicled"`
+	// Stranded counts queued jobs moved off a vehicle River had already finished (stranded.go).
+	Stranded int `json:"stranded"`
 }
 
 // ReclaimStuck finds running jobs whose heartbeat is older than StaleAfter (§8 stuck-job
@@ -70,6 +72,10 @@ func (s *Service) ReclaimStuck(ctx context.Context) (ReclaimReport, error) {
 	}
 	n, err := s.revehicleOrphans(ctx)
 	rep.Revehicled = n
+	if err != nil {
+		return rep, err
+	}
+	rep.Stranded, err = s.revehicleStranded(ctx)
 	return rep, err
 }
 

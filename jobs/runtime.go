@@ -161,9 +161,11 @@ func (r *Runtime) ID() string { return r.id }
 // Client exposes the River client (for River's own UI).
 func (r *Runtime) Client() *river.Client[pgx.Tx] { return r.client }
 
-// Start begins fetching jobs.
+// Start begins fetching jobs. The pool runs until Stop: River treats the end of the context
+// given to its Start as a stop that cancels every running job at once, so a signal that ends
+// ctx must instead go through Stop and its grace.
 func (r *Runtime) Start(ctx context.Context) error {
-	if err := r.client.Start(ctx); err != nil {
+	if err := r.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
 	if !r.counted.Swap(true) {
@@ -172,23 +174,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop lets running jobs finish for up to grace, then cancels them; a cancelled job is
-// re-queued at once by its worker (see finishFailure), so nothing waits for a reclaim.
+// Stop stops the pool gracefully: it claims nothing new at once, lets running calls finish for
+// up to grace, then cuts those still running and hands their jobs back queued on new vehicles,
+// without spending an attempt (see handBack), so nothing waits for a reclaim.
 func (r *Runtime) Stop(ctx context.Context, grace time.Duration) error {
 	if r.counted.Swap(false) {
 		r.svc.eta.AddWorkers(-r.cfg.Workers)
 	}
-	sctx, cancel := context.WithTimeout(ctx, grace)
-	defer cancel()
-	if err := r.client.Stop(sctx); err == nil {
-		return nil
-	}
-	cctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel2()
-	if err := r.client.StopAndCancel(cctx); err != nil {
-		return fmt.Errorf("stop river: %w", err)
-	}
-	return nil
+	return r.stopGracefully(ctx, grace)
 }
 
 // RunOnce works what is available, up to BatchSize jobs, then stops (design §5 --once).

@@ -124,8 +124,13 @@ type Service struct {
 	share *fairshare.Share
 	// groupFault, when set (by tests), fails the write of a group of n submits.
 	groupFault func(n int) error
+	// groupCommitFault, when set (by tests), runs after a group's transaction committed and
+	// its error stands for the commit's answer: a connection lost at COMMIT.
+	groupCommitFault func() error
 	// tracer starts the submit spans; nil when tracing is off.
 	tracer trace.Tracer
+	// stranded remembers how far the reclaim of jobs on finished vehicles has looked.
+	stranded strandedWatch
 }
 
 // NewService validates cfg and builds the insert-only River client that enqueues inside bun
@@ -205,7 +210,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
-		InTx: s.inTx, What: "submit prompt", Logger: cfg.Logger})
+		InTx: s.groupTx, Recover: s.recoverSubmits, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer(tracerName)
 		s.cfg.Provider = provider.Traced(cfg.Provider, cfg.Tracer)

@@ -60,6 +60,10 @@ type SubmitRequest struct {
 	trace trace.SpanContext
 	// adm is what admission knows of the request; validate makes it and Check fills it in.
 	adm admit.Request
+	// promptID and jobID, when set, are the ids a shared transaction chose for this submit
+	// (see recoverSubmits): written again, its rows collide with those of that transaction
+	// if it committed after all.
+	promptID, jobID uuid.UUID
 }
 
 // Submitted is the answer to an accepted prompt.
@@ -204,7 +208,10 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 			return grants[0].Err
 		}
 		var correlation uuid.UUID
-		promptID := uuid.New()
+		promptID := req.promptID
+		if promptID == uuid.Nil {
+			promptID = uuid.New()
+		}
 		if req.ParentID != nil {
 			var parent db.Entity
 			err := tx.NewSelect().Model(&parent).Where("id = ?", *req.ParentID).Scan(ctx)
@@ -254,7 +261,7 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
 			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt), scheduledFor: r.ScheduledFor,
-			trace: r.trace}
+			trace: r.trace, jobID: r.jobID}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -314,7 +321,9 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *Submi
 
 // newJob describes a job to enqueue.
 type newJob struct {
-	promptID       uuid.UUID
+	promptID uuid.UUID
+	// jobID is the job's id when the caller chose it (uuid.Nil: a new one).
+	jobID          uuid.UUID
 	priority       int
 	maxAttempts    int
 	options        json.RawMessage
@@ -370,7 +379,10 @@ func (s *Service) enqueueTx(ctx context.Context, w *db.Writes, nj newJob) (db.Jo
 	if !nj.ticket.Valid() {
 		return db.Job{}, deferred.Handle{}, fmt.Errorf("queue prompt %s: %w", nj.promptID, errNotAdmitted)
 	}
-	jobID := uuid.New()
+	jobID := nj.jobID
+	if jobID == uuid.Nil {
+		jobID = uuid.New()
+	}
 	if !nj.trace.IsValid() {
 		// A job queued outside Submit (a retry, a chain step) continues the caller's trace.
 		nj.trace = trace.SpanContextFromContext(ctx)

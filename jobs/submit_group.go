@@ -43,6 +43,11 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 	var asks []*admit.Request
 	var seen []int
 	for i, p := range batch {
+		// The ids are chosen once per submit and kept on its request, so that a replay after a
+		// failed commit writes the same rows (recoverSubmits).
+		if p.Req.promptID == uuid.Nil {
+			p.Req.promptID, p.Req.jobID = uuid.New(), uuid.New()
+		}
 		req := p.Req
 		if req.ParentID != nil {
 			parent, ok := parents[*req.ParentID]
@@ -64,12 +69,12 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 			continue
 		}
 		req := batch[i].Req
-		promptID := uuid.New()
+		promptID := req.promptID
 		correlation := promptID
 		if req.ParentID != nil {
 			correlation = parents[*req.ParentID].CorrelationID
 		}
-		gp := groupedPrompt{at: i, jobID: uuid.New()}
+		gp := groupedPrompt{at: i, jobID: req.jobID}
 		gp.prompt, gp.nj = req.accepted(promptID, correlation)
 		gp.nj.ticket = grants[k].Ticket
 		prompts = append(prompts, gp)

@@ -37,6 +37,8 @@ type Worker struct {
 	done     atomic.Int64
 	// middleware wraps every job's work (tracing; nil when off).
 	middleware []rivertype.WorkerMiddleware
+	// cuts is the pool's graceful stop: no claim once it drains, every call cut after the grace.
+	cuts shutdownCuts
 }
 
 // Middleware is the worker middleware of prompt jobs: their spans, when tracing is on.
@@ -65,11 +67,13 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 			w.done.Add(1)
 		}
 	}()
+	ctx, untrack := w.cuts.track(ctx)
+	defer untrack()
 	// Which job rides this vehicle first (fair share between orgs), then the provider's
 	// capacity for it: a job that must wait stays queued and spends nothing.
 	d, args, err := w.svc.dispatch(ctx, rj, w.ceiling)
 	if err != nil {
-		return err
+		return w.unclaimed(ctx, err)
 	}
 	switch d.Outcome {
 	case fairshare.Decline:
@@ -86,13 +90,17 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 		return river.JobSnooze(d.Wait)
 	}
 	if err := w.svc.calls.awaitProviderSlot(ctx, args); err != nil {
-		return err
+		return w.unclaimed(ctx, err)
 	}
 	// The execution gets the whole job timeout, however long the slot took.
 	ctx, cancelExec := context.WithTimeout(ctx, w.timeout)
 	defer cancelExec()
 	// Submits of this process first (package intake): an accepted job loses nothing by waiting.
 	w.svc.intake.Yield(ctx)
+	if w.cuts.isDraining() {
+		// A stopping process claims nothing new: the vehicle goes back for another process.
+		return river.JobSnooze(0)
+	}
 	admitted := w.svc.intake.Transaction(ctx, intake.Claim)
 	res, err := w.svc.claim(ctx, args.JobID, args.OrgID, rj.ID, w.workerID)
 	admitted()
@@ -113,8 +121,10 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	switch {
 	case out.err != nil:
 		return out.err
+	case out.handedBack:
+		return river.JobCancel(errHandedBack)
 	case out.dropped:
-		return river.JobCancel(errClaimLost)
+		return w.dropped(ctx, res.job, rj.ID)
 	case out.state == StateSucceeded:
 		return nil
 	case out.state == StateQueued:
@@ -140,8 +150,9 @@ func (w *reclaimWorker) Work(ctx context.Context, _ *river.Job[ReclaimArgs]) err
 	if err != nil {
 		return err
 	}
-	if rep.Requeued+rep.Failed+rep.Revehicled > 0 {
-		w.svc.log.Info("reclaimed stuck jobs", "requeued", rep.Requeued, "failed", rep.Failed, "revehicled", rep.Revehicled)
+	if rep.Requeued+rep.Failed+rep.Revehicled+rep.Stranded > 0 {
+		w.svc.log.Info("reclaimed stuck jobs", "requeued", rep.Requeued, "failed", rep.Failed, "revehicled", rep.Revehicled,
+			"stranded", rep.Stranded)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ type pgCluster struct {
 	dir  string
 	data string
 	port int
+	// settings are extra -c options of every start (see startPrivateClusterWith).
+	settings string
 	// asUser runs a command as the cluster's owner: through runuser when the tests run as
 	// root (initdb refuses root), directly otherwise.
 	asUser func(name string, args ...string) *exec.Cmd
@@ -46,7 +48,14 @@ func postgresBin(t *testing.T) string {
 // postgres user when the tests run as root.
 func startPrivateCluster(t *testing.T) *pgCluster {
 	t.Helper()
-	c := &pgCluster{bin: postgresBin(t), dir: t.TempDir()}
+	return startPrivateClusterWith(t, "")
+}
+
+// startPrivateClusterWith is startPrivateCluster with extra server settings ("-c name=value"
+// options) on every start.
+func startPrivateClusterWith(t *testing.T, settings string) *pgCluster {
+	t.Helper()
+	c := &pgCluster{bin: postgresBin(t), dir: t.TempDir(), settings: settings}
 	c.data = filepath.Join(c.dir, "data")
 	c.asUser = func(name string, args ...string) *exec.Cmd {
 		return exec.Command(name, args...)
@@ -119,7 +128,7 @@ func (c *pgCluster) run(t *testing.T, program string, args ...string) {
 // tests is a clean one, which loses nothing without it.
 func (c *pgCluster) start(t *testing.T) {
 	t.Helper()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off", c.port, c.dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off %s", c.port, c.dir, c.settings)
 	c.run(t, "pg_ctl", "-D", c.data, "-l", filepath.Join(c.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start")
 }
 
@@ -135,4 +144,12 @@ func (c *pgCluster) restart(t *testing.T) time.Duration {
 	start := time.Now()
 	c.run(t, "pg_ctl", "-D", c.data, "-l", filepath.Join(c.dir, "postgres.log"), "-m", "fast", "-w", "-t", "60", "restart")
 	return time.Since(start)
+}
+
+// crash stops the server with mode immediate: every backend is killed at once with no
+// checkpoint, as a crash of PostgreSQL would, and the next start runs crash recovery. A commit
+// that did not wait for the WAL flush (synchronous_commit off) may be lost.
+func (c *pgCluster) crash(t *testing.T) {
+	t.Helper()
+	c.run(t, "pg_ctl", "-D", c.data, "-m", "immediate", "-w", "-t", "60", "stop")
 }

@@ -331,8 +331,17 @@ type Health struct {
 	WorkerSource string
 	LeaderID     string
 	Now          time.Time
+	// Draining are the worker processes in a graceful stop.
+	Draining []DrainingWorker
 	// Flow is flow control: the models' governors, the orgs' shares and tokens per minute.
 	Flow HealthFlow
+}
+
+// DrainingWorker is a worker process in a graceful stop; ID is "" for a viewer who may not
+// see it.
+type DrainingWorker struct {
+	ID               string
+	Since, GraceEnds time.Time
 }
 
 // NoWorkerBanner reports whether to warn that work waits and no worker is alive.
@@ -546,4 +555,17 @@ func barWidth(n, of int64) templ.SafeCSS {
 		pct = math.Min(100, 100*float64(n)/float64(of))
 	}
 	return templ.SafeCSS("width: " + strconv.FormatFloat(pct, 'f', 1, 64) + "%")
+}
+
+// drainingTitle says which processes drain and when each one's grace ends.
+func drainingTitle(ws []DrainingWorker) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		who := "a worker process"
+		if w.ID != "" {
+			who = w.ID
+		}
+		parts[i] = who + " draining since " + isoTime(w.Since) + ", grace ends " + isoTime(w.GraceEnds)
+	}
+	return strings.Join(parts, "; ")
 }

@@ -31,7 +31,10 @@ type jobsSettings struct {
 	heartbeat, staleAfter, stuckAfter, reclaimEvery, jobTimeout, maxTTL time.Duration
 	// intakeYield may be zero: workers then never wait for submits.
 	intakeYield time.Duration
-	workers     int
+	// shutdownGrace is how long a stopping worker pool lets running calls finish before it
+	// hands them back (ASTERION_SHUTDOWN_GRACE; zero cuts them at once).
+	shutdownGrace time.Duration
+	workers       int
 	// prices is the price table of ASTERION_PRICES.
 	prices jobusage.Prices
 	// rpm and tpm are ASTERION_PROVIDER_RPM and ASTERION_PROVIDER_TPM (0: learned).
@@ -72,6 +75,9 @@ func (c *cli) jobsSettings() (jobsSettings, error) {
 		maxTTL:       dur("ASTERION_OPERATION_MAX_TTL", deferred.DefaultMaxTTL),
 		workers:      10,
 		intakeYield:  intake.DefaultYield,
+	}
+	if st.shutdownGrace, errs = shutdownGrace(c.getenv, errs); st.shutdownGrace < 0 {
+		st.shutdownGrace = defaultShutdownGrace
 	}
 	if v := c.getenv("ASTERION_INTAKE_YIELD"); v != "" {
 		d, err := time.ParseDuration(v)

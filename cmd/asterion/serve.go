@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -187,11 +186,29 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("profiler on ASTERION_PPROF_ADDR: %w", err)
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "database", cn.url.Redacted())
-	serveErr := srv.Serve(ctx, ln)
+	// A signal stops the worker pool's claims at once, while HTTP shuts down beside it; the
+	// process ends once both have (the pool after its shutdown grace at most).
+	stopped := make(chan struct{})
 	if runtime != nil {
-		if err := runtime.Stop(context.WithoutCancel(ctx), 3*time.Second); err != nil {
+		go func() {
+			defer close(stopped)
+			<-ctx.Done()
+			log.Info("stopping: no new claims; running calls get the shutdown grace", "grace", st.shutdownGrace)
+			if err := runtime.Stop(context.WithoutCancel(ctx), st.shutdownGrace); err != nil {
+				log.Warn("stop workers", "err", err)
+			}
+		}()
+	} else {
+		close(stopped)
+	}
+	serveErr := srv.Serve(ctx, ln)
+	if serveErr != nil && ctx.Err() == nil && runtime != nil {
+		// HTTP failed on its own: the pool still stops, with its grace.
+		if err := runtime.Stop(context.WithoutCancel(ctx), st.shutdownGrace); err != nil {
 			log.Warn("stop workers", "err", err)
 		}
+	} else {
+		<-stopped
 	}
 	log.Info("stopped")
 	return serveErr

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"asterion/telemetry"
 )
@@ -80,7 +79,8 @@ func (c *cli) runWorker(ctx context.Context, args []string) error {
 	}
 	cn.log.Info("worker started", "worker_id", rt.ID(), "workers", *batch, "priority_ceiling", *ceiling)
 	<-ctx.Done()
-	if err := rt.Stop(context.WithoutCancel(ctx), 5*time.Second); err != nil && !errors.Is(err, context.Canceled) {
+	cn.log.Info("worker stopping: no new claims; running calls get the shutdown grace", "worker_id", rt.ID(), "grace", st.shutdownGrace)
+	if err := rt.Stop(context.WithoutCancel(ctx), st.shutdownGrace); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	cn.log.Info("worker stopped", "worker_id", rt.ID())

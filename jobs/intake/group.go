@@ -38,6 +38,12 @@ type GroupSpec[Req, Res any] struct {
 	Alone func(ctx context.Context, req Req) (Res, error)
 	// InTx runs a shared transaction.
 	InTx func(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
+	// Recover, when set, settles the requests of a shared transaction that failed with err,
+	// which may have committed after all (a connection lost at COMMIT leaves the outcome
+	// unknown): it records every request's answer in outcomes, answering those written as
+	// done and writing the others again, so no request is ever written twice. outcomes holds
+	// what Write recorded before the failure. Without it each request is tried again alone.
+	Recover func(ctx context.Context, batch []*Wait[Req, Res], outcomes []Outcome[Res], err error)
 	// What names the requests in errors and logs.
 	What string
 	// Logger receives a group's panic (default slog.Default()).
@@ -132,8 +138,8 @@ func (g *Group[Req, Res]) run(ctx context.Context) {
 }
 
 // Flush writes batch in one transaction and answers each request. When the transaction
-// fails, nothing of it was written, and each request is tried again alone, so one request's
-// failure never becomes another's. A panic while writing (which the HTTP server's recovery
+// fails, GroupSpec.Recover settles its requests; without one, each request is tried again
+// alone, so one request's failure never becomes another's. A panic while writing (which the HTTP server's recovery
 // cannot see from this goroutine) answers every request not yet answered with an error
 // instead of leaving it waiting. Do is the way in; Flush lets a caller write a batch it built
 // itself (tests).
@@ -164,6 +170,13 @@ func (g *Group[Req, Res]) Flush(ctx context.Context, batch []*Wait[Req, Res]) {
 	err := g.spec.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		return g.spec.Write(ctx, tx, live, outcomes)
 	})
+	if err != nil && g.spec.Recover != nil {
+		g.spec.Recover(ctx, live, outcomes, err)
+		for i, w := range live {
+			w.done <- outcomes[i]
+		}
+		return
+	}
 	if err != nil && len(live) > 1 {
 		for _, w := range live {
 			res, err := g.spec.Alone(ctx, w.Req)
