@@ -54,7 +54,7 @@ func lockBudgets(ctx context.Context, tx bun.Tx, orgs []int64) (map[int64]budget
 	slices.Sort(orgs)
 	orgs = slices.Compact(orgs)
 	var rows []budgetRow
-	if err := tx.NewRaw(lockBudgetsSQL, bun.In(orgs)).Scan(ctx, &rows); err != nil {
+	if err := tx.NewRaw(lockBudgetsSQL, bun.List(orgs)).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("lock the budgets of orgs %v: %w", orgs, err)
 	}
 	out := make(map[int64]budgetRow, len(rows))
@@ -95,7 +95,7 @@ func standingOf(ctx context.Context, tx bun.Tx, b budgetRow, states []string, no
 		return standing{}, err
 	}
 	var reserved int64
-	if err := tx.NewRaw(reservedSQL, b.OrgID, bun.In(states)).Scan(ctx, &reserved); err != nil {
+	if err := tx.NewRaw(reservedSQL, b.OrgID, bun.List(states)).Scan(ctx, &reserved); err != nil {
 		return standing{}, fmt.Errorf("sum the reservations of org %d: %w", b.OrgID, err)
 	}
 	return standing{budget: b, used: used, reserved: reserved, resets: end}, nil
