@@ -34,6 +34,10 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if *localDB && cm.databaseURL == "" {
+		// A taken port fails before a private cluster is started for nothing.
+		if err := portFree(*addr); err != nil {
+			return err
+		}
 		url, stop, err := c.localDatabase(ctx)
 		if err != nil {
 			return err
@@ -63,7 +67,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("listen on %s: address already in use", *addr)
+			return addrInUse(*addr)
 		}
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
