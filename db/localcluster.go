@@ -83,7 +83,7 @@ func NewLocalCluster(ctx context.Context, cfg LocalClusterConfig) (*LocalCluster
 	cfg.Dir = dir
 	c := &LocalCluster{cfg: cfg, port: cfg.Port, asOwner: exec.CommandContext}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create the private PostgreSQL's directory: %w", err)
+		return nil, &LocalClusterDirError{Dir: dir, Err: err}
 	}
 	if os.Geteuid() == 0 {
 		if err := c.runAsPostgres(); err != nil {

@@ -31,6 +31,18 @@ func (e *UnreachableDirError) Error() string {
 	return fmt.Sprintf("the postgres user cannot reach %s: %s is not open to it", e.Dir, e.Blocked)
 }
 
+// LocalClusterDirError means the private cluster's directory could not be created.
+type LocalClusterDirError struct {
+	Dir string
+	Err error
+}
+
+func (e *LocalClusterDirError) Error() string {
+	return fmt.Sprintf("create the private PostgreSQL's directory %s: %v", e.Dir, e.Err)
+}
+
+func (e *LocalClusterDirError) Unwrap() error { return e.Err }
+
 // LocalClusterDir is where the private cluster meant for dir lives. It is dir itself, except
 // when the process runs as root: the cluster then runs as the postgres user, and dir may sit
 // where that user cannot enter (a private .data, root's home), so it is a directory under

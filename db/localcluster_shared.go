@@ -24,7 +24,7 @@ func EnsureSharedLocalCluster(ctx context.Context, cfg LocalClusterConfig) (c *L
 	}
 	cfg.Dir = dir
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, false, fmt.Errorf("create the private PostgreSQL's directory: %w", err)
+		return nil, false, &LocalClusterDirError{Dir: dir, Err: err}
 	}
 	unlock, err := lockFile(ctx, dir+".lock")
 	if err != nil {

@@ -55,7 +55,9 @@ func makeRunScenario(t *testing.T, r runner) {
 		if err != nil {
 			t.Fatalf("make is needed for `make run`: %v", err)
 		}
-		// -trimpath lets the clone's build reuse the compiled packages of any other clone.
+		// The clone builds offline from this machine's module cache; -trimpath lets it reuse
+		// the compiled packages of any other clone.
+		env = append(env, goEnv(t, "GOMODCACHE", "GOCACHE", "GOPATH")...)
 		env = append(env, "GOFLAGS=-trimpath")
 		start = func() *exec.Cmd { return exec.Command(makePath, "--no-print-directory", "-C", clone, "run") }
 	} else {
@@ -264,6 +266,21 @@ func harnessScenario(t *testing.T, r runner) {
 		t.Errorf("on the next lookup's cluster the job is %q, want succeeded", state)
 	}
 	p.stop(t)
+}
+
+// goEnv is NAME=value for each of the go command's settings names, as this process sees them.
+func goEnv(t *testing.T, names ...string) []string {
+	t.Helper()
+	out, err := exec.Command(goTool(), append([]string{"env"}, names...)...).Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	values := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	var env []string
+	for i, n := range names {
+		env = append(env, n+"="+values[i])
+	}
+	return env
 }
 
 // copyExecutable copies the file src to dst with mode 0755, making dst's directories.

@@ -54,11 +54,12 @@ func (c *cli) localDatabase(ctx context.Context) (url string, stop func(), err e
 	cluster, err := db.StartLocalCluster(ctx, db.LocalClusterConfig{Dir: dir, BinDir: c.getenv(pgBinEnv)})
 	if err != nil {
 		var unreachable *db.UnreachableDirError
+		var dirErr *db.LocalClusterDirError
 		switch {
 		case errors.As(err, &unreachable) && c.getenv(localDBDirEnv) != "":
 			err = fmt.Errorf("%w: point %s at a directory every user may enter, or unset it", err, localDBDirEnv)
-		case errors.Is(err, os.ErrPermission):
-			err = fmt.Errorf("%w: set %s to a directory you may write", err, localDBDirEnv)
+		case errors.As(err, &dirErr):
+			err = fmt.Errorf("%w: set %s to a directory you may create", err, localDBDirEnv)
 		}
 		return fail(err)
 	}
