@@ -6,7 +6,7 @@ export ASTERION_ADDR
 
 BIN := bin/asterion
 
-.PHONY: build run test test-short bench reliability reliability-long fuzz generate generate-check fmt vet
+.PHONY: build run test test-short test-bare-machine bench reliability reliability-long fuzz generate generate-check fmt vet
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asterion
@@ -17,14 +17,25 @@ build:
 run: build
 	./$(BIN) serve --local-database
 
-## test: every test, with the race detector, against the local PostgreSQL.
+## test: every test, with the race detector, against $(ASTERION_TEST_DATABASE_URL), or the
+## PostgreSQL on 127.0.0.1:5432, or (when nothing answers there) the tests' own private cluster,
+## started once and kept running for the next run (one line says where).
 test: build
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
-	$(GO) test -race -count=1 -timeout 9m ./...
+	@url="$$($(GO) run ./db/dbtest/testserver)" && \
+	echo "$(GO) test -race -count=1 -timeout 9m ./..." && \
+	ASTERION_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 9m ./...
 
 test-short:
-	$(GO) test -race -count=1 -short ./...
+	@url="$$($(GO) run ./db/dbtest/testserver)" && \
+	ASTERION_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -short ./...
+
+## test-bare-machine: as root, `make run` and the tests' own cluster on a machine where no
+## PostgreSQL answers (each in a network namespace of its own, from a clone in a private
+## directory, as root and as the user nobody). Slow: a few minutes.
+test-bare-machine:
+	$(GO) test -tags baremachine -race -count=1 -timeout 20m -v -run '^TestBareMachine' ./cmd/asterion/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

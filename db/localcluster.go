@@ -7,9 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,44 +20,48 @@ var ErrNoPostgresPrograms = errors.New("no PostgreSQL server programs found: ins
 // LocalClusterConfig configures a private PostgreSQL cluster for a machine that runs none.
 type LocalClusterConfig struct {
 	// Dir is the cluster's data directory, created and initialised when missing. Required.
+	// When the process runs as root the cluster runs as the postgres user, so Dir and every
+	// directory above it must be open to that user (LocalClusterDir gives one that is).
 	Dir string
 	// BinDir holds initdb and pg_ctl. Default: the newest /usr/lib/postgresql/<version>/bin.
 	BinDir string
 	// Database is the database name the URL points at. Default "asterion".
 	Database string
+	// Port is the loopback port the server listens on. Default: a port free at the first start,
+	// kept by every later start of the same LocalCluster.
+	Port int
+	// Settings are further server settings, each "name=value" (for example max_connections=300).
+	Settings []string
+	// NoSync makes initdb skip its fsync: for throwaway clusters whose data need not survive a
+	// crash of the machine.
+	NoSync bool
 }
 
 func (c *LocalClusterConfig) validate() error {
 	if strings.TrimSpace(c.Dir) == "" {
 		return errors.New("local cluster: Dir is required")
 	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("local cluster: Port %d is not a TCP port", c.Port)
+	}
+	for _, s := range c.Settings {
+		if name, _, ok := strings.Cut(s, "="); !ok || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("local cluster: setting %q is not name=value", s)
+		}
+	}
 	if c.Database == "" {
 		c.Database = "asterion"
 	}
-	if c.BinDir == "" {
-		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-		sort.Slice(matches, func(i, j int) bool { return versionOf(matches[i]) < versionOf(matches[j]) })
-		if len(matches) == 0 {
-			return ErrNoPostgresPrograms
-		}
-		c.BinDir = filepath.Dir(matches[len(matches)-1])
+	bin, err := PostgresPrograms(c.BinDir)
+	if err != nil {
+		return err
 	}
-	for _, p := range []string{"initdb", "pg_ctl"} {
-		if _, err := os.Stat(filepath.Join(c.BinDir, p)); err != nil {
-			return fmt.Errorf("%w (looked in %s)", ErrNoPostgresPrograms, c.BinDir)
-		}
-	}
+	c.BinDir = bin
 	return nil
 }
 
-// versionOf is the major version in a /usr/lib/postgresql/<version>/bin path.
-func versionOf(path string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
-	return v
-}
-
 // LocalCluster is a private PostgreSQL server run from the machine's own programs, listening
-// on a free loopback port only (no Unix socket, so nothing is shared with a system server).
+// on a loopback port only (no Unix socket, so nothing is shared with a system server).
 type LocalCluster struct {
 	cfg  LocalClusterConfig
 	port int
@@ -68,9 +70,9 @@ type LocalCluster struct {
 	asOwner func(ctx context.Context, name string, args ...string) *exec.Cmd
 }
 
-// StartLocalCluster initialises cfg.Dir when it holds no cluster, stops a server a previous
-// run left behind on it, and starts the server on a free port.
-func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (*LocalCluster, error) {
+// NewLocalCluster prepares cfg.Dir (created, given to the postgres user when running as root,
+// initialised with initdb when it holds no cluster) without starting a server.
+func NewLocalCluster(ctx context.Context, cfg LocalClusterConfig) (*LocalCluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -79,9 +81,9 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (*LocalClust
 		return nil, fmt.Errorf("local cluster directory %s: %w", cfg.Dir, err)
 	}
 	cfg.Dir = dir
-	c := &LocalCluster{cfg: cfg, asOwner: exec.CommandContext}
+	c := &LocalCluster{cfg: cfg, port: cfg.Port, asOwner: exec.CommandContext}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create local cluster directory %s: %w", dir, err)
+		return nil, &LocalClusterDirError{Dir: dir, Err: err}
 	}
 	if os.Geteuid() == 0 {
 		if err := c.runAsPostgres(); err != nil {
@@ -89,50 +91,96 @@ func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (*LocalClust
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := c.run(ctx, "initdb", "-D", dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"); err != nil {
+		args := []string{"-D", dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"}
+		if cfg.NoSync {
+			args = append(args, "--no-sync")
+		}
+		if err := c.run(ctx, "initdb", args...); err != nil {
 			return nil, err
 		}
 	}
-	// A server a killed run left behind would hold the directory: stop it first.
-	if c.run(ctx, "pg_ctl", "-D", dir, "status") == nil {
-		if err := c.run(ctx, "pg_ctl", "-D", dir, "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
-			return nil, err
-		}
-	}
-	if c.port, err = freeLoopbackPort(); err != nil {
+	return c, nil
+}
+
+// StartLocalCluster prepares cfg.Dir as NewLocalCluster does, stops a server a previous run
+// left behind on it, and starts the server.
+func StartLocalCluster(ctx context.Context, cfg LocalClusterConfig) (*LocalCluster, error) {
+	c, err := NewLocalCluster(ctx, cfg)
+	if err != nil {
 		return nil, err
 	}
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=''", c.port)
-	if err := c.run(ctx, "pg_ctl", "-D", dir, "-l", filepath.Join(dir, "server.log"), "-o", opts, "-w", "-t", "60", "start"); err != nil {
+	// A server a killed run left behind would hold the directory: stop it first.
+	if c.Running(ctx) {
+		if err := c.Stop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// runAsPostgres makes the directory the postgres user's and runs the programs as that user.
-func (c *LocalCluster) runAsPostgres() error {
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return fmt.Errorf("local cluster as root needs a postgres user: %w", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chown(c.cfg.Dir, uid, gid); err != nil {
-		return fmt.Errorf("give %s to the postgres user: %w", c.cfg.Dir, err)
-	}
-	for p := filepath.Dir(c.cfg.Dir); p != "/"; p = filepath.Dir(p) {
-		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("the postgres user cannot reach %s: %s is not searchable by others", c.cfg.Dir, p)
+// Start starts the server and waits until it accepts connections. Without a configured port
+// it takes a free one, and tries another when that one was taken in the meantime.
+func (c *LocalCluster) Start(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		picked := false
+		if c.port == 0 {
+			p, err := freeLoopbackPort()
+			if err != nil {
+				return err
+			}
+			c.port, picked = p, true
 		}
+		logStart := fileSize(c.LogPath())
+		err := c.run(ctx, "pg_ctl", "-D", c.cfg.Dir, "-l", c.LogPath(), "-o", c.serverOptions(), "-w", "-t", "60", "start")
+		if err == nil {
+			return nil
+		}
+		problem := lastLogProblem(c.LogPath(), logStart)
+		if picked && attempt < 3 && strings.Contains(problem, "in use") {
+			c.port = 0
+			continue
+		}
+		if problem != "" {
+			return fmt.Errorf("start the private PostgreSQL in %s: %s (log: %s)", c.cfg.Dir, problem, c.LogPath())
+		}
+		return fmt.Errorf("start the private PostgreSQL in %s: %w", c.cfg.Dir, err)
 	}
-	runuser, err := exec.LookPath("runuser")
-	if err != nil {
-		return fmt.Errorf("local cluster as root needs runuser: %w", err)
+}
+
+// serverOptions are the postgres options of every start: the port, loopback only, no socket.
+func (c *LocalCluster) serverOptions() string {
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=''", c.port)
+	for _, s := range c.cfg.Settings {
+		opts += " -c " + s
 	}
-	c.asOwner = func(ctx context.Context, name string, args ...string) *exec.Cmd {
-		return exec.CommandContext(ctx, runuser, append([]string{"-u", "postgres", "--", name}, args...)...)
+	return opts
+}
+
+// Running reports whether a server runs on the data directory.
+func (c *LocalCluster) Running(ctx context.Context) bool {
+	return c.run(ctx, "pg_ctl", "-D", c.cfg.Dir, "status") == nil
+}
+
+// Stop shuts the server down cleanly (mode fast: clients are disconnected), waiting until it has.
+func (c *LocalCluster) Stop(ctx context.Context) error {
+	return c.run(ctx, "pg_ctl", "-D", c.cfg.Dir, "-m", "fast", "-w", "-t", "60", "stop")
+}
+
+// Abort shuts the server down at once (mode immediate: the next start recovers), for tests
+// that throw the cluster away.
+func (c *LocalCluster) Abort(ctx context.Context) error {
+	return c.run(ctx, "pg_ctl", "-D", c.cfg.Dir, "-m", "immediate", "-w", "-t", "60", "stop")
+}
+
+// Restart stops the server with mode fast and starts it again on the same port.
+func (c *LocalCluster) Restart(ctx context.Context) error {
+	if err := c.Stop(ctx); err != nil {
+		return err
 	}
-	return nil
+	return c.Start(ctx)
 }
 
 // run runs one of PostgreSQL's programs and returns its output in the error when it fails.
@@ -147,8 +195,11 @@ func (c *LocalCluster) run(ctx context.Context, program string, args ...string) 
 }
 
 // URL is the connection URL of the cluster's database.
-func (c *LocalCluster) URL() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, c.cfg.Database)
+func (c *LocalCluster) URL() string { return c.DatabaseURL(c.cfg.Database) }
+
+// DatabaseURL is the connection URL of database name on the cluster.
+func (c *LocalCluster) DatabaseURL(name string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, name)
 }
 
 // Addr is the address the server listens on.
@@ -157,9 +208,34 @@ func (c *LocalCluster) Addr() string { return "127.0.0.1:" + strconv.Itoa(c.port
 // Dir is the cluster's data directory.
 func (c *LocalCluster) Dir() string { return c.cfg.Dir }
 
-// Stop shuts the server down cleanly, waiting until it has.
-func (c *LocalCluster) Stop(ctx context.Context) error {
-	return c.run(ctx, "pg_ctl", "-D", c.cfg.Dir, "-m", "fast", "-w", "-t", "60", "stop")
+// LogPath is the server's log file.
+func (c *LocalCluster) LogPath() string { return filepath.Join(c.cfg.Dir, "server.log") }
+
+// lastLogProblem is the last FATAL, PANIC or ERROR line the server logged past offset, without
+// its timestamp, or "" when there is none.
+func lastLogProblem(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return ""
+	}
+	lines := strings.Split(string(b[offset:]), "\n")
+	for i := len(lines) - 1; i >= 0 && i >= len(lines)-50; i-- {
+		for _, level := range []string{"FATAL:", "PANIC:", "ERROR:"} {
+			if j := strings.Index(lines[i], level); j >= 0 {
+				return strings.TrimSpace(lines[i][j:])
+			}
+		}
+	}
+	return ""
+}
+
+// fileSize is the size of the file at path, 0 when there is none.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 // freeLoopbackPort returns a loopback TCP port that was free a moment ago.

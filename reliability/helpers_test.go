@@ -148,8 +148,6 @@ func goTool() string {
 	return "/usr/local/go/bin/go"
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
 // randomHex returns 2n random hex digits.
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -39,7 +39,7 @@ func TestDatabaseCrashStrandsNothing(t *testing.T) {
 	// The WAL writer writes a commit that did not wait for the disk within wal_writer_delay
 	// (200 ms by default), unless a later commit that waits writes it first. Ten seconds leaves
 	// the claims of a burst in the WAL buffers long enough for the crash to meet them.
-	pg := startPrivateClusterWith(t, "-c wal_writer_delay=10s -c wal_writer_flush_after=0")
+	pg := startPrivateClusterWith(t, "wal_writer_delay=10s", "wal_writer_flush_after=0")
 	dbURL := pg.URL("asterion_crash")
 	env := map[string]string{
 		"ASTERION_LOG_LEVEL":          "info",

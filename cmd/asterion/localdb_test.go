@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,16 +27,13 @@ func TestMakeRunStartsAPrivateDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The cluster's directory must be reachable by the postgres user when the tests run as root.
-	base, err := os.MkdirTemp("", "asterion-localdb-")
+	// Made directly in the temporary directory, which every user may enter: run as root, the
+	// cluster belongs to the postgres user (t.TempDir's parent is private to root).
+	dataDir, err := os.MkdirTemp("", "asterion-localdb-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(base, "postgres")
+	t.Cleanup(func() { _ = os.RemoveAll(dataDir) })
 	addr := freeAddr(t)
 	cmd := exec.Command(makePath, "--no-print-directory", "-C", root, "run")
 	for _, kv := range os.Environ() {
@@ -153,5 +151,51 @@ func TestLocalDatabaseWithoutPostgresProgramsSaysWhatToInstall(t *testing.T) {
 	if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 ||
 		!strings.Contains(r.stderr, "apt-get install postgresql") {
 		t.Errorf("exit %d, stderr %q: want 1 and one line naming the package", r.code, r.stderr)
+	}
+}
+
+// TestLocalDatabaseFailuresSayWhatToDo: when the private cluster cannot be had, serve
+// --local-database fails with one line that says what to do, and starts nothing: a listen
+// address another process holds, a cluster directory that cannot be created, one the postgres
+// user cannot reach when run as root.
+func TestLocalDatabaseFailuresSayWhatToDo(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, addr, dir string
+		want            []string
+	}{
+		{"port taken", held.Addr().String(), filepath.Join(t.TempDir(), "pg"), []string{"address already in use", "ASTERION_ADDR"}},
+		{"directory not creatable", freeAddr(t), filepath.Join(file, "pg"), []string{"create the private PostgreSQL's directory", "ASTERION_LOCAL_DB_DIR"}},
+	}
+	if os.Geteuid() == 0 {
+		// t.TempDir's parent is private to root.
+		cases = append(cases, struct {
+			name, addr, dir string
+			want            []string
+		}{"unreachable by postgres", freeAddr(t), filepath.Join(t.TempDir(), "pg"), []string{"the postgres user cannot reach", "point ASTERION_LOCAL_DB_DIR at a directory every user may enter"}})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBinary(t, map[string]string{"ASTERION_DEFAULT_DB_ADDR": freeAddr(t), "ASTERION_LOCAL_DB_DIR": tc.dir},
+				"", "serve", "--local-database", "--addr", tc.addr)
+			line := wantFailure(t, r, 1)
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("the line %q does not say %q", line, w)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(tc.dir, "PG_VERSION")); err == nil {
+				t.Errorf("a cluster was initialised in %s", tc.dir)
+			}
+		})
 	}
 }

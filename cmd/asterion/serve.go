@@ -28,11 +28,15 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	addr := fs.String("addr", envOr(c.getenv, "ASTERION_ADDR", "127.0.0.1:8080"), "listen address host:port")
 	workers := fs.Int("workers", 0, "prompt jobs run at once by the embedded pool (default $ASTERION_WORKERS or 10)")
 	noWorker := fs.Bool("no-worker", false, "serve HTTP only; run workers with asterion run-worker")
-	localDB := fs.Bool("local-database", false, "without a database URL, use 127.0.0.1:5432 or start a private PostgreSQL in .data/postgres")
+	localDB := fs.Bool("local-database", false, "without a database URL, use 127.0.0.1:5432 or start a private PostgreSQL (in .data/postgres; as root, under /var/lib/asterion)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *localDB && cm.databaseURL == "" {
+		// A taken port fails before a private cluster is started for nothing.
+		if err := portFree(*addr); err != nil {
+			return err
+		}
 		url, stop, err := c.localDatabase(ctx)
 		if err != nil {
 			return err
@@ -62,7 +66,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("listen on %s: address already in use", *addr)
+			return addrInUse(*addr)
 		}
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,14 +19,6 @@ import (
 
 	"asterion/db"
 )
-
-// BaseURL is the server the tests use: ASTERION_TEST_DATABASE_URL, or the local PostgreSQL.
-func BaseURL() string {
-	if u := os.Getenv("ASTERION_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
 
 // DB is one test's private database.
 type DB struct {
@@ -46,10 +37,7 @@ var (
 func New(t testing.TB) *DB {
 	t.Helper()
 	ctx := context.Background()
-	base, err := db.ParseURL(BaseURL())
-	if err != nil {
-		t.Fatalf("test database URL: %v", err)
-	}
+	base := serverBase(t)
 	templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx, base) })
 	if templateErr != nil {
 		t.Fatalf("test template database: %v", templateErr)
@@ -79,10 +67,7 @@ func New(t testing.TB) *DB {
 func NewEmpty(t testing.TB) db.URL {
 	t.Helper()
 	ctx := context.Background()
-	base, err := db.ParseURL(BaseURL())
-	if err != nil {
-		t.Fatalf("test database URL: %v", err)
-	}
+	base := serverBase(t)
 	name := "asterion_t_" + randomHex(8)
 	if err := adminExec(ctx, base, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create empty test database: %v", err)
@@ -125,6 +110,20 @@ func ensureTemplate(ctx context.Context, base db.URL) (string, error) {
 		return "", fmt.Errorf("rename template: %w", err)
 	}
 	return name, nil
+}
+
+// serverBase is the URL of the server the tests use, failing t when there is none.
+func serverBase(t testing.TB) db.URL {
+	t.Helper()
+	srv, err := FindServer()
+	if err != nil {
+		t.Fatalf("test database server: %v", err)
+	}
+	base, err := db.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatalf("test database URL: %v", err)
+	}
+	return base
 }
 
 func migrateURL(ctx context.Context, u db.URL) error {
