@@ -39,12 +39,17 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	msgs, err := s.deps.Reads.PromptMessages(c.UserContext(), d.Job.PromptID)
+	if err != nil {
+		return err
+	}
 	return c.JSON(struct {
 		jobJSON
 		jobUsageJSON
-		ErrorDetail *string   `json:"error_detail,omitempty"`
-		History     []jobJSON `json:"history"`
-	}{toJobJSON(d.Job), u, detail, hist})
+		ErrorDetail *string        `json:"error_detail,omitempty"`
+		Messages    []jobs.Message `json:"messages,omitempty"`
+		History     []jobJSON      `json:"history"`
+	}{toJobJSON(d.Job), u, detail, msgs, hist})
 }
 
 // listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).
