@@ -22,7 +22,10 @@ var errClientGone = errors.New("the client closed the connection")
 func (s *Server) requestDeadline(c *fiber.Ctx) error {
 	// A request that asks to wait (Prefer: wait=N) is exempt from the deadline for as long.
 	timeout := s.deps.Limits.RequestTimeout + time.Duration(parsePreferWait(c.GetReqHeaders()["Prefer"]))*time.Second
-	ctx, cancelTimeout := context.WithTimeout(c.UserContext(), timeout)
+	ctx, cancelTimeout := c.UserContext(), context.CancelFunc(func() {})
+	if !waitsForItsJob(c) {
+		ctx, cancelTimeout = context.WithTimeout(ctx, timeout)
+	}
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -44,6 +47,13 @@ func (s *Server) requestDeadline(c *fiber.Ctx) error {
 	}
 	c.SetUserContext(parent)
 	return err
+}
+
+// waitsForItsJob reports whether c's caller waits while the job it asked for runs (a chat
+// completion): its request has no deadline but the job's own timeout, and ends when its
+// client leaves.
+func waitsForItsJob(c *fiber.Ctx) bool {
+	return c.Method() == fiber.MethodPost && c.Path() == chatCompletionsPath
 }
 
 type endCauseKey struct{}
