@@ -33,7 +33,9 @@ type APIError struct {
 	RetryAfter int
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Err.Type, e.Err.Message) }
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Err.Type, e.Err.Message)
+}
 
 // Body is the JSON of the error answer: {"error":{"message","type","param","code"}}.
 func (e *APIError) Body() []byte {
