@@ -86,8 +86,8 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if cr.Stream {
 		return s.streamChat(c, call)
 	}
-	job, err := s.awaitChat(c, call)
-	if err != nil {
+	job, over, err := s.awaitChat(c, call)
+	if err != nil || !over {
 		return err
 	}
 	if job.State != string(jobs.StateSucceeded) {
@@ -136,10 +136,10 @@ func (f frontDoorCall) abandon() {
 	}
 }
 
-// awaitChat waits until the call's job is over, holding no database connection meanwhile. A
-// caller that leaves cancels the job; a server shutting down answers 503 and leaves the job to
-// run (its id is in the answer's header).
-func (s *Server) awaitChat(c *fiber.Ctx, call frontDoorCall) (db.Job, error) {
+// awaitChat waits until the call's job is over, holding no database connection meanwhile, and
+// returns it (over). A caller that leaves cancels the job; a server shutting down answers 503
+// itself (not over) and leaves the job to run (its id is in the answer's header).
+func (s *Server) awaitChat(c *fiber.Ctx, call frontDoorCall) (job db.Job, over bool, err error) {
 	ctx, cancel := context.WithCancel(c.UserContext())
 	defer cancel()
 	shutdown := c.Context().Done()
@@ -150,7 +150,6 @@ func (s *Server) awaitChat(c *fiber.Ctx, call frontDoorCall) (db.Job, error) {
 		case <-ctx.Done():
 		}
 	}()
-	var job db.Job
 	done, err := s.awaitTerminal(ctx, call.v.Scope(), aboutJob(call.jobID), jobWaitForever,
 		func(ctx context.Context) (bool, error) {
 			j, err := s.deps.Reads.FindJob(ctx, call.v, call.jobID)
@@ -162,15 +161,18 @@ func (s *Server) awaitChat(c *fiber.Ctx, call frontDoorCall) (db.Job, error) {
 		})
 	switch {
 	case done:
-		return job, nil
+		return job, true, nil
 	case errors.Is(context.Cause(c.UserContext()), errClientGone):
 		call.abandon()
-		return db.Job{}, errClientGone
-	case ctx.Err() != nil:
-		return db.Job{}, writeOpenAIError(c, openai.Server(fiber.StatusServiceUnavailable,
+		return db.Job{}, false, errClientGone
+	case ctx.Err() != nil && c.UserContext().Err() == nil:
+		return db.Job{}, false, writeOpenAIError(c, openai.Server(fiber.StatusServiceUnavailable,
 			"The server is shutting down; the job goes on (see the x-asterion-job-id header).", ""))
+	case err == nil:
+		// awaitTerminal gives up only when its context ends; it ended without a reason above.
+		err = ctx.Err()
 	}
-	return db.Job{}, err
+	return db.Job{}, false, err
 }
 
 // jobWaitForever bounds nothing: a front-door caller waits for as long as its job runs.
