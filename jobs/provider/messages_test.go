@@ -35,7 +35,7 @@ func TestOpenAISendsConversationAndOptions(t *testing.T) {
 		t.Fatalf("sent %d messages, want %d: %+v", len(got.Messages), len(msgs), got.Messages)
 	}
 	for i, m := range msgs {
-		if got.Messages[i] != (chatMessage{Role: m.Role, Content: m.Content}) {
+		if got.Messages[i] != chatMessage(m) {
 			t.Errorf("message %d = %+v, want %+v", i, got.Messages[i], m)
 		}
 	}

@@ -154,7 +154,7 @@ func chatRequestOf(req Request, model string) chatRequest {
 	if len(req.Messages) > 0 {
 		msgs = make([]chatMessage, len(req.Messages))
 		for i, m := range req.Messages {
-			msgs[i] = chatMessage{Role: m.Role, Content: m.Content}
+			msgs[i] = chatMessage(m)
 		}
 	}
 	return chatRequest{Model: model, Messages: msgs, MaxTokens: req.Options.MaxTokens, Temperature: req.Options.Temperature,
