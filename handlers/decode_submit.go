@@ -121,10 +121,11 @@ func decodeSubmit(body []byte) (jobs.SubmitRequest, *decodeError) {
 				}
 			}
 			if raw, ok := opts["response_format"]; ok && !isNull(raw) {
-				if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+				var compact bytes.Buffer
+				if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Compact(&compact, t) != nil {
 					fields["options.response_format"] = "must be an object"
 				} else {
-					req.Options.ResponseFormat = append(json.RawMessage(nil), t...)
+					req.Options.ResponseFormat = compact.Bytes()
 				}
 			}
 		}

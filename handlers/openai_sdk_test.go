@@ -230,6 +230,19 @@ func TestFrontDoorCallerThatLeavesCancelsItsJob(t *testing.T) {
 		if j := f.waitJob(t, u, jobID, "cancelled"); j.State != "cancelled" {
 			t.Errorf("streamed %v: job %s is %s", streamed, jobID, j.State)
 		}
+		// The attempt is recorded once the provider call returns, which a hanging sim call
+		// does only when its context is cancelled.
+		deadline := time.Now().Add(20 * time.Second)
+		for attempts := 0; attempts == 0; {
+			if err := f.DB.Bun.QueryRowContext(context.Background(), "SELECT count(*) FROM sa_attempt WHERE job_id = ?", jobID).
+				Scan(&attempts); err != nil {
+				t.Fatal(err)
+			}
+			if attempts == 0 && time.Now().After(deadline) {
+				t.Fatalf("streamed %v: the provider call of job %s never returned", streamed, jobID)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
