@@ -56,9 +56,12 @@ type Session struct {
 // Entity is a prompt or a response: durable authored knowledge.
 type Entity struct {
 	bun.BaseModel `bun:"table:sa_entity"`
-	ID            uuid.UUID       `bun:"id,pk,type:uuid"`
-	Kind          string          `bun:"kind"`
-	Body          string          `bun:"body"`
+	ID            uuid.UUID `bun:"id,pk,type:uuid"`
+	Kind          string    `bun:"kind"`
+	Body          string    `bun:"body"`
+	// Messages is the conversation of a prompt submitted as messages (nil otherwise); Body is
+	// its last user message.
+	Messages      json.RawMessage `bun:"messages,type:jsonb,nullzero"`
 	CorrelationID uuid.UUID       `bun:"correlation_id,type:uuid"`
 	ParentID      *uuid.UUID      `bun:"parent_id,type:uuid"`
 	CausationID   *uuid.UUID      `bun:"causation_id,type:uuid"`

@@ -55,6 +55,9 @@ var jobDoors = map[string]doorRequest{
 		return "POST", "/sa-core/v1/prompt", "application/json", `{"prompt":"through the API"}`
 	},
 	"POST /sa-core/v1/jobs/:id/cancel": nil,
+	"POST /v1/chat/completions": func(doorFixtures) (string, string, string, string) {
+		return "POST", "/v1/chat/completions", "application/json", `{"messages":[{"role":"user","content":"through the front door"}]}`
+	},
 	"POST /sa-core/v1/jobs/:id/retry": func(fx doorFixtures) (string, string, string, string) {
 		return "POST", "/sa-core/v1/jobs/" + fx.apiRetry + "/retry", "application/json", ""
 	},
@@ -134,6 +137,8 @@ func TestEveryDoorPassesAdmission(t *testing.T) {
 			t.Errorf("%s: %d (Retry-After %q) %s, want 429 with Retry-After", key, resp.StatusCode, resp.Header.Get("Retry-After"), buf)
 		case r.Surface == API && !strings.Contains(buf, "/budget-exhausted"):
 			t.Errorf("%s: %s, want the problem type /budget-exhausted", key, buf)
+		case r.Surface == OpenAI && !strings.Contains(buf, `"code":"insufficient_quota"`):
+			t.Errorf("%s: %s, want OpenAI's insufficient_quota error", key, buf)
 		}
 		if after := jobs(); after != before {
 			t.Errorf("%s wrote %d jobs past the budget", key, after-before)

@@ -44,13 +44,18 @@ func (s *Server) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return s.jobsError(c, err)
 	}
+	msgs, err := s.deps.Reads.PromptMessages(c.UserContext(), d.Job.PromptID)
+	if err != nil {
+		return err
+	}
 	return c.JSON(struct {
 		jobJSON
 		jobUsageJSON
-		PromptText  string    `json:"prompt_text"`
-		ErrorDetail *string   `json:"error_detail,omitempty"`
-		History     []jobJSON `json:"history"`
-	}{toJobJSON(d.Job), u, text, detail, hist})
+		PromptText  string         `json:"prompt_text"`
+		Messages    []jobs.Message `json:"messages,omitempty"`
+		ErrorDetail *string        `json:"error_detail,omitempty"`
+		History     []jobJSON      `json:"history"`
+	}{toJobJSON(d.Job), u, text, msgs, detail, hist})
 }
 
 // listJobs is GET /sa-core/v1/jobs?state=&org=&since=&limit=&cursor= (operators).

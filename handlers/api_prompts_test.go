@@ -118,7 +118,7 @@ func TestSubmitPromptRejections(t *testing.T) {
 		{"empty body", u.Tok, ``, nil, 400, ""},
 		{"not an object", u.Tok, `["hi"]`, nil, 400, ""},
 		{"unknown top-level field", u.Tok, `{"prompt":"hi","colour":"red"}`, nil, 400, ""},
-		{"unknown options key", u.Tok, `{"prompt":"hi","options":{"model":"m","temperature":1}}`, nil, 400, ""},
+		{"unknown options key", u.Tok, `{"prompt":"hi","options":{"model":"m","seed":1}}`, nil, 400, ""},
 		{"duplicate key", u.Tok, `{"prompt":"hi","prompt":"ho"}`, nil, 400, ""},
 		{"trailing garbage", u.Tok, `{"prompt":"hi"} garbage`, nil, 400, ""},
 		{"trailing brace", u.Tok, `{"prompt":"hi"}}`, nil, 400, ""},

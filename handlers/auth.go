@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"asterion/handlers/openai"
 	"asterion/identity"
 )
 
@@ -46,10 +47,12 @@ func (a Access) String() string {
 // redirects to the login form.
 type Surface int
 
-// The two surfaces.
+// The surfaces.
 const (
 	API Surface = iota
 	Page
+	// OpenAI routes answer as OpenAI's API does: its error object, 401 for a bad key.
+	OpenAI
 )
 
 const (
@@ -112,6 +115,10 @@ func (s *Server) authorize(access Access, surface Surface) fiber.Handler {
 				return c.Redirect("/login?next="+url.QueryEscape(string(c.Request().URI().RequestURI())), fiber.StatusSeeOther)
 			}
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="asterion"`)
+			if surface == OpenAI {
+				return writeOpenAIError(c, openai.InvalidAPIKey("Incorrect API key provided: the key must be an Asterion API token, "+
+					"sent as Authorization: Bearer <token>."))
+			}
 			return problem(c, fiber.StatusUnauthorized, "a valid bearer token or session is required")
 		}
 		if err != nil {
@@ -158,8 +165,11 @@ func bodyFormValue(c *fiber.Ctx, key string) string {
 }
 
 func (s *Server) forbidden(c *fiber.Ctx, surface Surface, detail string) error {
-	if surface == Page {
+	switch surface {
+	case Page:
 		return s.errorPage(c, fiber.StatusForbidden, "Not allowed", detail)
+	case OpenAI:
+		return writeOpenAIError(c, openai.PermissionDenied(detail))
 	}
 	return problem(c, fiber.StatusForbidden, detail)
 }

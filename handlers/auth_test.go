@@ -261,6 +261,10 @@ func TestRouteTableAuthorization(t *testing.T) {
 				} else {
 					wantProblem(t, resp, body, http.StatusUnauthorized)
 				}
+			case OpenAI:
+				if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `"code":"invalid_api_key"`) {
+					t.Errorf("%s with token %q: %d %s, want 401 with OpenAI's invalid_api_key error", name, tok, resp.StatusCode, body)
+				}
 			case Page:
 				if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login?next=") {
 					t.Errorf("%s with token %q: %d Location %q, want 303 to /login?next=", name, tok, resp.StatusCode, resp.Header.Get("Location"))

@@ -44,6 +44,8 @@ var wantAccess = map[string]Access{
 	"GET /sa-core/v1/jobs/:id/output/events": Member,
 	"POST /sa-core/v1/jobs/:id/cancel":       Member,
 	"POST /sa-core/v1/jobs/:id/retry":        Member, "GET /sa-core/v1/metrics/queue": Operator,
+
+	"GET /v1/models": Member, "POST /v1/chat/completions": Member,
 }
 
 // TestAuthorizationMatrix runs every route of the route table as anonymous, a member of org A
@@ -153,7 +155,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			case status >= 500:
 				fail("no server error")
 			case r.Access == Public:
-			case p.tok == "" && r.Surface == API:
+			case p.tok == "" && r.Surface != Page:
 				if status != http.StatusUnauthorized {
 					fail("401")
 				}

@@ -24,9 +24,11 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return e.detail }
 
-var submitFields = map[string]bool{"prompt": true, "parent_id": true, "priority": true, "max_attempts": true, "options": true,
+var submitFields = map[string]bool{"prompt": true, "messages": true, "parent_id": true, "priority": true, "max_attempts": true, "options": true,
 	"scheduled_for": true}
-var optionFields = map[string]bool{"model": true, "prefer_provider": true, "depth": true, "router_model": true}
+var optionFields = map[string]bool{"model": true, "prefer_provider": true, "depth": true, "router_model": true,
+	"max_tokens": true, "temperature": true, "response_format": true}
+var messageFields = map[string]bool{"role": true, "content": true}
 
 // decodeSubmit reads a POST /prompt body strictly: malformed JSON or an unknown key (also
 // inside options) is a 400; a value of the wrong type is a 422 naming the field. The rules on
@@ -45,8 +47,15 @@ func decodeSubmit(body []byte) (jobs.SubmitRequest, *decodeError) {
 		if err := json.Unmarshal(raw, &req.Prompt); err != nil {
 			fields["prompt"] = "must be a string"
 		}
-	} else {
-		fields["prompt"] = "is required"
+	} else if _, ok := top["messages"]; !ok {
+		fields["prompt"] = "is required (or messages)"
+	}
+	if raw, ok := top["messages"]; ok {
+		msgs, derr := decodeMessages(raw, fields)
+		if derr != nil {
+			return req, derr
+		}
+		req.Messages = msgs
 	}
 	if raw, ok := top["parent_id"]; ok && !isNull(raw) {
 		var s string
@@ -96,9 +105,28 @@ func decodeSubmit(body []byte) (jobs.SubmitRequest, *decodeError) {
 				}
 			}
 			req.Options.Depth = intField(opts, "depth", fields)
-			if _, bad := fields["depth"]; bad {
-				fields["options.depth"] = fields["depth"]
-				delete(fields, "depth")
+			req.Options.MaxTokens = intField(opts, "max_tokens", fields)
+			for _, k := range []string{"depth", "max_tokens"} {
+				if msg, bad := fields[k]; bad {
+					fields["options."+k] = msg
+					delete(fields, k)
+				}
+			}
+			if raw, ok := opts["temperature"]; ok && !isNull(raw) {
+				var t float64
+				if err := json.Unmarshal(raw, &t); err != nil {
+					fields["options.temperature"] = "must be a number"
+				} else {
+					req.Options.Temperature = &t
+				}
+			}
+			if raw, ok := opts["response_format"]; ok && !isNull(raw) {
+				var compact bytes.Buffer
+				if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Compact(&compact, t) != nil {
+					fields["options.response_format"] = "must be an object"
+				} else {
+					req.Options.ResponseFormat = compact.Bytes()
+				}
 			}
 		}
 	}
@@ -106,6 +134,46 @@ func decodeSubmit(body []byte) (jobs.SubmitRequest, *decodeError) {
 		return req, &decodeError{status: 422, detail: "the request breaks one or more field rules", fields: fields}
 	}
 	return req, nil
+}
+
+// decodeMessages reads the messages array strictly: each entry an object of role and content
+// (both strings), no other key (a 400). The rules on the conversation are the jobs package's.
+func decodeMessages(raw json.RawMessage, fields map[string]string) ([]jobs.Message, *decodeError) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
+		fields["messages"] = "must be an array of {role, content} objects"
+		return nil, nil
+	}
+	msgs := make([]jobs.Message, len(items))
+	for i, item := range items {
+		var m map[string]json.RawMessage
+		if err := strictObject(item, &m); err != nil {
+			fields[fmt.Sprintf("messages[%d]", i)] = "must be an object with role and content"
+			continue
+		}
+		if unknown := unknownKeys(m, messageFields); len(unknown) > 0 {
+			return nil, &decodeError{status: 400, detail: fmt.Sprintf("unknown field(s) in messages[%d]: %s", i, strings.Join(unknown, ", "))}
+		}
+		for _, k := range []string{"role", "content"} {
+			name := fmt.Sprintf("messages[%d].%s", i, k)
+			v, ok := m[k]
+			if !ok {
+				fields[name] = "is required"
+				continue
+			}
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				fields[name] = "must be a string"
+				continue
+			}
+			if k == "role" {
+				msgs[i].Role = s
+			} else {
+				msgs[i].Content = s
+			}
+		}
+	}
+	return msgs, nil
 }
 
 // strictObject decodes exactly one JSON object with no trailing data and no duplicate keys.

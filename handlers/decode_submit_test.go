@@ -64,7 +64,7 @@ func TestDecodeSubmit(t *testing.T) {
 		{`{"prompt":"a","prompt":"b"}`, 400, ""},
 		{`{"prompt":"a","extra":1}`, 400, ""},
 		{`{"Prompt":"a"}`, 400, ""},
-		{`{"prompt":"a","options":{"temperature":1}}`, 400, ""},
+		{`{"prompt":"a","options":{"seed":1}}`, 400, ""},
 		{`{"prompt":1}`, 422, "prompt"},
 		{`{"prompt":["a"]}`, 422, "prompt"},
 		{`{"priority":1}`, 422, "prompt"},
@@ -107,6 +107,12 @@ func TestDecodeSubmit(t *testing.T) {
 // reencodeSubmit writes the fields decodeSubmit read back as a request body.
 func reencodeSubmit(r jobs.SubmitRequest) ([]byte, error) {
 	m := map[string]any{"prompt": r.Prompt}
+	if r.Messages != nil {
+		m = map[string]any{"messages": r.Messages}
+		if r.Prompt != "" {
+			m["prompt"] = r.Prompt
+		}
+	}
 	if r.ParentID != nil {
 		m["parent_id"] = r.ParentID.String()
 	}
@@ -129,6 +135,15 @@ func reencodeSubmit(r jobs.SubmitRequest) ([]byte, error) {
 	if r.Options.Depth != nil {
 		o["depth"] = *r.Options.Depth
 	}
+	if r.Options.MaxTokens != nil {
+		o["max_tokens"] = *r.Options.MaxTokens
+	}
+	if r.Options.Temperature != nil {
+		o["temperature"] = *r.Options.Temperature
+	}
+	if r.Options.ResponseFormat != nil {
+		o["response_format"] = r.Options.ResponseFormat
+	}
 	if len(o) > 0 {
 		m["options"] = o
 	}
@@ -136,7 +151,8 @@ func reencodeSubmit(r jobs.SubmitRequest) ([]byte, error) {
 }
 
 var submitErrorFields = map[string]bool{"prompt": true, "parent_id": true, "priority": true, "max_attempts": true,
-	"options": true, "options.model": true, "options.prefer_provider": true, "options.router_model": true, "options.depth": true}
+	"options": true, "options.model": true, "options.prefer_provider": true, "options.router_model": true, "options.depth": true,
+	"options.max_tokens": true, "options.temperature": true, "options.response_format": true, "messages": true}
 
 func FuzzDecodeSubmit(f *testing.F) {
 	for _, s := range []string{
@@ -145,6 +161,8 @@ func FuzzDecodeSubmit(f *testing.F) {
 		`{"prompt":"p","options":{"model":"m","depth":2}}`,
 		`{"prompt":"a"} x`,
 		`{"prompt":1,"priority":"x"}`,
+		`{"messages":[{"role":"user","content":"hi"}],"options":{"max_tokens":5,"temperature":0.5,"response_format":{"type": "json_object"}}}`,
+		`{"messages":[{"role":"user"},{"content":3}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -161,7 +179,7 @@ func FuzzDecodeSubmit(f *testing.F) {
 					t.Fatalf("422 naming no field for %q", body)
 				}
 				for k, msg := range derr.fields {
-					if !submitErrorFields[k] || msg == "" {
+					if !submitErrorFields[k] && !strings.HasPrefix(k, "messages[") || msg == "" {
 						t.Fatalf("422 names %q: %q for %q", k, msg, body)
 					}
 				}

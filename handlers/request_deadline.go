@@ -20,6 +20,9 @@ var errClientGone = errors.New("the client closed the connection")
 // given by its handler through stretchDeadline once it decides to wait; the header alone
 // changes nothing.
 //
+// A chat completion of the OpenAI-compatible front door waits while its job runs: it has no
+// deadline but the job's own timeout, and ends when its client leaves.
+//
 // A stream is exempt by construction: its handler returns at once and its body writer runs
 // after, on a context of its own. A body writer must never use c.UserContext(), which ends when
 // the handler returns.
@@ -33,8 +36,12 @@ func (s *Server) requestDeadline(c *fiber.Ctx) error {
 	}
 	clock := &requestClock{base: base, deadline: time.Now().Add(s.deps.Limits.RequestTimeout)}
 	defer clock.stop()
-	ctx, cancelTimeout := context.WithDeadline(base, clock.deadline)
-	clock.cancels = append(clock.cancels, cancelTimeout)
+	ctx := context.Context(base)
+	if !waitsForItsJob(c) {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithDeadline(base, clock.deadline)
+		clock.cancels = append(clock.cancels, cancelTimeout)
+	}
 	c.Locals(requestClockKey{}, clock)
 	c.SetUserContext(ctx)
 	err := c.Next()
@@ -98,4 +105,11 @@ func requestEndCause(c *fiber.Ctx) error {
 // requestTimedOut reports whether c's request context ended at its deadline.
 func requestTimedOut(c *fiber.Ctx) bool {
 	return errors.Is(requestEndCause(c), context.DeadlineExceeded)
+}
+
+// waitsForItsJob reports whether c's caller waits while the job it asked for runs (a chat
+// completion): its request has no deadline but the job's own timeout, and ends when its
+// client leaves.
+func waitsForItsJob(c *fiber.Ctx) bool {
+	return c.Method() == fiber.MethodPost && c.Path() == chatCompletionsPath
 }

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
+	"asterion/handlers/openai"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/chain"
@@ -140,6 +141,9 @@ func New(deps Deps) *Server {
 		s.app.Add(r.Method, r.Path, s.authorize(r.Access, r.Surface), r.Handler)
 	}
 	s.app.Use(func(c *fiber.Ctx) error {
+		if isOpenAIPath(c.Path()) {
+			return writeOpenAIError(c, openai.InvalidURL(c.Method(), c.Path()))
+		}
 		if isAPIPath(c.Path()) {
 			return problem(c, fiber.StatusNotFound, "no such resource")
 		}
@@ -207,6 +211,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	// are gone, Host with them) before this runs: it answers a problem document, as an API
 	// client sends such bodies, not a browser form.
 	dropped := len(c.Request().Header.Host()) == 0
+	if isOpenAIPath(c.Path()) && !dropped {
+		return writeOpenAIError(c, openai.Status(status, detail))
+	}
 	if isAPIPath(c.Path()) || c.Get(fiber.HeaderAccept) == "application/json" || dropped {
 		return problem(c, status, detail)
 	}

@@ -54,6 +54,12 @@ type chunkStreamer interface {
 	resyncOutput(ctx context.Context, w *bufio.Writer) error
 }
 
+// streamCloser is a streamer that must know when its stream ended (its client left, the
+// server shut down, or it said all it had to).
+type streamCloser interface {
+	closed()
+}
+
 // serveStream runs an SSE stream of scope for st. It reads everything it needs from c before
 // the body writer starts (Fiber reuses c once the handler returns), subscribes before open (so
 // nothing that changes meanwhile is lost; something sent twice is harmless), keeps an idle
@@ -61,14 +67,17 @@ type chunkStreamer interface {
 // client left), a reader that stopped reading for the write timeout, a credential that no
 // longer admits the user (looked up again every RecheckEvery), a panic in the writer, or
 // server shutdown. A user already holding the most streams allowed gets 429 instead.
-func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
+//
+// It reports whether the stream started. A streamer that is also a streamCloser is told when
+// its stream ends, however it ends.
+func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) bool {
 	g := s.streams
 	user := principalOf(c).UserID
 	if !g.acquire(user) {
 		c.Set(fiber.HeaderRetryAfter, "10")
 		_ = problem(c, fiber.StatusTooManyRequests,
 			fmt.Sprintf("you have %d live streams open, the most allowed; close one (another tab or window) and try again", g.cfg.MaxPerUser))
-		return
+		return false
 	}
 	recheck := s.streamCredential(c)
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -97,6 +106,9 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 			}
 		}()
 		defer g.release(user)
+		if cl, ok := st.(streamCloser); ok {
+			defer cl.closed()
+		}
 		defer dw.clear()
 		defer func() { sub.Close() }()
 		defer func() {
@@ -205,4 +217,5 @@ func (s *Server) serveStream(c *fiber.Ctx, scope feed.Scope, st streamer) {
 			}
 		}
 	})
+	return true
 }

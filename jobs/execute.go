@@ -245,8 +245,12 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 		depth = *opts.Depth
 	}
 	req := provider.Request{PromptID: job.PromptID.String(), JobID: job.ID.String(),
-		Attempt: job.Attempt, Text: prompt.Body, Options: provider.Options{Model: opts.Model,
-			PreferProvider: opts.PreferProvider, RouterModel: opts.RouterModel, Depth: depth}}
+		Attempt: job.Attempt, Text: prompt.Body, Options: opts.provider(depth)}
+	if msgs, merr := PromptMessages(prompt.Messages); merr != nil {
+		s.log.Warn("a prompt's messages are unreadable; it runs on its text alone", "prompt_id", job.PromptID, "err", merr)
+	} else {
+		req.Messages = providerMessages(msgs)
+	}
 	if out != nil {
 		req.Output = out.Write
 	}

@@ -39,17 +39,27 @@ type ExecutionOptions struct {
 	PreferProvider string `json:"prefer_provider,omitempty"`
 	Depth          *int   `json:"depth,omitempty"`
 	RouterModel    string `json:"router_model,omitempty"`
+	// MaxTokens bounds the answer's output tokens; Temperature is the sampling temperature;
+	// ResponseFormat is passed to the provider as OpenAI defines it.
+	MaxTokens      *int            `json:"max_tokens,omitempty"`
+	Temperature    *float64        `json:"temperature,omitempty"`
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 }
 
 // SubmitRequest asks for a prompt to be run.
 type SubmitRequest struct {
-	Viewer         Viewer
+	Viewer Viewer
+	// Prompt is the prompt's text; Messages, given instead, is the prompt as a conversation,
+	// whose last user message is its text. Exactly one of them is set.
 	Prompt         string
+	Messages       []Message
 	ParentID       *uuid.UUID
 	Priority       *int
 	MaxAttempts    *int
 	Options        ExecutionOptions
 	IdempotencyKey string
+	// Door is the way the request came in, for admission ("": the submit door).
+	Door admit.Door
 	// ScheduledFor, when set, is the earliest time the prompt may run (at most MaxScheduleAhead
 	// ahead); the job stays queued until then.
 	ScheduledFor *time.Time
@@ -83,9 +93,34 @@ type Submitted struct {
 // (text, model, schedule), normalises defaults, and makes the admission request the
 // transaction reserves.
 func (r *SubmitRequest) validate(door *admit.Admission) error {
-	r.adm = admit.Request{Door: admit.DoorSubmit, OrgID: r.Viewer.OrgID, UserID: r.Viewer.UserID, Text: r.Prompt,
+	if r.Door == "" {
+		r.Door = admit.DoorSubmit
+	}
+	r.adm = admit.Request{Door: r.Door, OrgID: r.Viewer.OrgID, UserID: r.Viewer.UserID, Text: r.Prompt,
 		Model: r.Options.Model, ScheduledFor: r.ScheduledFor}
+	if r.Options.MaxTokens != nil {
+		r.adm.MaxTokens = *r.Options.MaxTokens
+	}
+	pre := map[string]string{}
+	if r.Messages != nil {
+		if r.Prompt != "" {
+			pre["prompt"] = "give exactly one of prompt and messages"
+		}
+		messageProblems(r.Messages, pre)
+		if i := lastUser(r.Messages); i >= 0 {
+			r.Prompt = r.Messages[i].Content
+			r.adm.Text, r.adm.TextField = r.Prompt, fmt.Sprintf("messages[%d].content", i)
+		} else {
+			// A conversation without a user message has no text: its problem is already
+			// recorded against the roles, so the text rules are given a stand-in to pass.
+			r.adm.Text, r.adm.TextField = "-", "messages"
+		}
+	}
+	outputOptionProblems(r.Options, pre)
 	fields := door.Fields(&r.adm)
+	for k, v := range pre {
+		fields[k] = v
+	}
 	r.Prompt = strings.TrimSpace(r.Prompt)
 	if r.Priority == nil {
 		p := DefaultPriority
@@ -146,7 +181,8 @@ func (r *SubmitRequest) requestHash() string {
 		Priority    int              `json:"priority"`
 		MaxAttempts int              `json:"max_attempts"`
 		Options     ExecutionOptions `json:"options"`
-	}{r.Prompt, r.ParentID, *r.Priority, *r.MaxAttempts, r.Options})
+		Messages    []Message        `json:"messages,omitempty"`
+	}{r.Prompt, r.ParentID, *r.Priority, *r.MaxAttempts, r.Options, r.Messages})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -255,12 +291,18 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 // accepted is the prompt entity of a validated request and the job that will run it.
 func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, newJob) {
 	opts, _ := json.Marshal(r.Options)
-	return db.Entity{ID: promptID, Kind: "prompt", Body: r.Prompt, CorrelationID: correlation,
+	var msgs json.RawMessage
+	tokenText := r.Prompt
+	if r.Messages != nil {
+		msgs, _ = json.Marshal(r.Messages)
+		tokenText = conversationText(r.Messages)
+	}
+	return db.Entity{ID: promptID, Kind: "prompt", Body: r.Prompt, Messages: msgs, CorrelationID: correlation,
 			ParentID: r.ParentID, CausationID: r.ParentID, TruthClass: "authored", StateClass: "open",
 			OrgID: r.Viewer.OrgID, CreatedBy: r.Viewer.UserID},
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
-			model: r.Options.Model, tokens: provider.EstimateTokens(r.Prompt), scheduledFor: r.ScheduledFor,
+			model: r.Options.Model, tokens: provider.EstimateTokens(tokenText), scheduledFor: r.ScheduledFor,
 			trace: r.trace, jobID: r.jobID}
 }
 

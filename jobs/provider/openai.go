@@ -138,10 +138,27 @@ type chatMessage struct {
 
 // chatRequest is the body of a chat-completions request.
 type chatRequest struct {
-	Model         string         `json:"model"`
-	Messages      []chatMessage  `json:"messages"`
-	Stream        bool           `json:"stream,omitempty"`
-	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	Model          string          `json:"model"`
+	Messages       []chatMessage   `json:"messages"`
+	MaxTokens      int             `json:"max_tokens,omitempty"`
+	Temperature    *float64        `json:"temperature,omitempty"`
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+	Stream         bool            `json:"stream,omitempty"`
+	StreamOptions  *streamOptions  `json:"stream_options,omitempty"`
+}
+
+// chatRequestOf is the chat-completions request of req for model: its conversation (or its text
+// as one user message) with its output options.
+func chatRequestOf(req Request, model string) chatRequest {
+	msgs := []chatMessage{{Role: "user", Content: req.Text}}
+	if len(req.Messages) > 0 {
+		msgs = make([]chatMessage, len(req.Messages))
+		for i, m := range req.Messages {
+			msgs[i] = chatMessage(m)
+		}
+	}
+	return chatRequest{Model: model, Messages: msgs, MaxTokens: req.Options.MaxTokens, Temperature: req.Options.Temperature,
+		ResponseFormat: req.Options.ResponseFormat, Stream: true, StreamOptions: &streamOptions{IncludeUsage: true}}
 }
 
 // chatResponse is the part of a chat-completions response the provider reads.
@@ -156,7 +173,8 @@ type chatResponse struct {
 	Usage chatUsage `json:"usage"`
 }
 
-// Complete sends req.Text as a single user message, asks for the answer as a
+// Complete sends req.Messages (or req.Text as a single user message) with the prompt's
+// max_tokens, temperature and response_format, asks for the answer as a
 // stream and passes its pieces to req.Output as they arrive; it returns the
 // first choice with the usage of the stream's last chunk. A server that
 // answers with a plain JSON completion instead is read as one. The call,
@@ -183,8 +201,7 @@ func (o *OpenAI) complete(ctx context.Context, req Request) (Response, *Error) {
 	if model == "" {
 		model = o.model
 	}
-	body, err := json.Marshal(chatRequest{Model: model, Messages: []chatMessage{{Role: "user", Content: req.Text}},
-		Stream: true, StreamOptions: &streamOptions{IncludeUsage: true}})
+	body, err := json.Marshal(chatRequestOf(req, model))
 	if err != nil {
 		return Response{}, &Error{Kind: KindUnknown, Message: "encoding request", Err: err}
 	}

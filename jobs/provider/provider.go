@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -18,6 +19,19 @@ type Options struct {
 	RouterModel string
 	// Depth is an opaque depth hint passed through from the prompt.
 	Depth int
+	// MaxTokens, when positive, bounds the answer's output tokens.
+	MaxTokens int
+	// Temperature, when set, is the sampling temperature.
+	Temperature *float64
+	// ResponseFormat, when set, is the response_format object of OpenAI's chat completions,
+	// passed on unchanged.
+	ResponseFormat json.RawMessage
+}
+
+// Message is one message of a prompt given as a conversation.
+type Message struct {
+	Role    string
+	Content string
 }
 
 // Request is one attempt at answering one prompt.
@@ -28,8 +42,12 @@ type Request struct {
 	JobID string
 	// Attempt is the 1-based attempt number of the job.
 	Attempt int
-	// Text is the prompt text, sent to the provider unchanged.
+	// Text is the prompt text, sent to the provider unchanged. For a prompt given as a
+	// conversation it is the last user message.
 	Text string
+	// Messages, when set, is the prompt as a conversation (its last user message is Text); a
+	// provider that takes conversations sends them instead of Text.
+	Messages []Message
 	// Options are the prompt's provider options.
 	Options Options
 	// Output, when set, receives the answer's text in pieces as the provider produces it,

@@ -186,7 +186,8 @@ func (s *Sim) DefaultModel() string { return SimModel }
 // Complete answers req after the simulated latency, or fails as its
 // directives ask. The answer is deterministic: "Simulated answer to: "
 // followed by a short echo of the prompt without its directives, or the N
-// words of #sim:tokens=N. With req.Output set, the answer is written one word
+// words of #sim:tokens=N, cut to at most Options.MaxTokens words. The directives are read
+// from req.Text, the last user message of a conversation. With req.Output set, the answer is written one word
 // at a time, evenly spread over the latency. The RequestID is
 // "sim-<job id>-<attempt>". With an RPM limit, a call beyond it fails at once
 // with rate_limit, and every answer and failure reports the window's figures
@@ -218,7 +219,7 @@ func (s *Sim) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	attempt := max(req.Attempt, 1)
 	fails := d.FailsAttempt(attempt)
-	answer := simAnswer(d)
+	answer := capWords(simAnswer(d), req.Options.MaxTokens)
 	if req.Output == nil || fails {
 		if err := s.cfg.Sleep(ctx, latency); err != nil {
 			e := contextError(ctx, "sim latency", err)
@@ -243,7 +244,7 @@ func (s *Sim) Complete(ctx context.Context, req Request) (Response, error) {
 		RequestID:        "sim-" + req.JobID + "-" + strconv.Itoa(attempt),
 		Provider:         SimName,
 		Model:            model,
-		PromptTokens:     len(strings.Fields(d.Prompt)),
+		PromptTokens:     simPromptTokens(req, d),
 		CompletionTokens: len(strings.Fields(answer)),
 		Limits:           limits,
 	}, nil
@@ -258,7 +259,7 @@ func (s *Sim) write(ctx context.Context, req Request, d Directives, answer strin
 	for i, w := range words {
 		if err := s.cfg.Sleep(ctx, step); err != nil {
 			e := contextError(ctx, "sim answer", err)
-			e.Partial = Partial{Text: written.String(), PromptTokens: len(strings.Fields(d.Prompt)), CompletionTokens: i}
+			e.Partial = Partial{Text: written.String(), PromptTokens: simPromptTokens(req, d), CompletionTokens: i}
 			return e
 		}
 		piece := w
@@ -269,6 +270,31 @@ func (s *Sim) write(ctx context.Context, req Request, d Directives, answer strin
 		req.emit(piece)
 	}
 	return nil
+}
+
+// capWords is the first max words of answer (all of it when max is not positive).
+func capWords(answer string, max int) string {
+	if max <= 0 {
+		return answer
+	}
+	words := strings.Fields(answer)
+	if len(words) <= max {
+		return answer
+	}
+	return strings.Join(words[:max], " ")
+}
+
+// simPromptTokens is the sim's count of a prompt's input tokens: its words without directives,
+// and those of every other message of its conversation (the directives are read from the last
+// user message alone, which is req.Text).
+func simPromptTokens(req Request, d Directives) int {
+	n := len(strings.Fields(d.Prompt))
+	if last := len(req.Messages) - 1; last >= 0 {
+		for _, m := range req.Messages[:last] {
+			n += len(strings.Fields(m.Content))
+		}
+	}
+	return n
 }
 
 // simWords are the words a #sim:tokens answer cycles through.

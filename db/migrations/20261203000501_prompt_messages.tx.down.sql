@@ -1,0 +1,1 @@
+ALTER TABLE sa_entity DROP COLUMN IF EXISTS messages;
