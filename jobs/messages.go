@@ -9,7 +9,7 @@ import (
 	"asterion/jobs/provider"
 )
 
-// Limits of a prompt submitted as messages and of its output options (CONTRACT.md).
+// Limits of a prompt submitted as messages and of its output options.
 const (
 	// MaxMessages is the most messages one prompt may hold.
 	MaxMessages = 256

@@ -6,7 +6,7 @@ import (
 )
 
 // defaultShutdownGrace is how long a stopping process lets its running calls finish before it
-// hands them back queued (CONTRACT.md "Deploys and crashes").
+// hands them back queued (README "Guarantees": what a deploy may cost).
 const defaultShutdownGrace = 30 * time.Second
 
 // maxShutdownGrace bounds ASTERION_SHUTDOWN_GRACE: a deploy waits for it.
