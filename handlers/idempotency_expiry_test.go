@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"asterion/identity"
+	"asterion/jobs"
 )
 
 // TestIdempotencyKeyExpiry: a key is kept 24 hours; an older key, or one whose job was archived,
@@ -52,7 +53,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	if _, err := f.DB.Bun.ExecContext(ctx, "UPDATE sa_idempotency SET created_at = now() - interval '25 hours' WHERE key = 'old-key'"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := f.Jobs.PurgeIdempotencyKeys(ctx)
+	n, err := jobs.PurgeIdempotencyKeys(ctx, f.Jobs.DB())
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v, want 1", n, err)
 	}

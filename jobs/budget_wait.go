@@ -17,7 +17,7 @@ const budgetRecheck = 15 * time.Second
 
 // budgetWaitOf is the claim's answer to a start admission refused: wait until the period
 // resets, or budgetRecheck, whichever comes first.
-func (s *Service) budgetWaitOf(err error) claimResult {
+func budgetWaitOf(err error) claimResult {
 	wait := budgetRecheck
 	var bw *admit.BudgetWaitError
 	if errors.As(err, &bw) {

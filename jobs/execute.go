@@ -120,7 +120,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			if _, err := tx.Tx.ExecContext(ctx, markWaitingSQL, job.ID, WaitingBudget); err != nil {
 				return fmt.Errorf("say job %s waits for its org's budget: %w", job.ID, err)
 			}
-			res = s.budgetWaitOf(err)
+			res = budgetWaitOf(err)
 			return nil
 		} else if err != nil {
 			return err
@@ -382,7 +382,7 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 	// Members see a fixed description; the provider's own words and the cause go to operators
 	// (sa_job_error) and the log.
 	kind, msg, detail := string(perr.Kind), truncate(perr.MemberMessage(), 1000), truncate(perr.Error(), 4000)
-	decision := Decide(perr, job.Attempt, job.MaxAttempts, s.maxPause(), s.cfg.Rand)
+	decision := Decide(perr, job.Attempt, job.MaxAttempts, maxPauseOf(s.cfg.Governor), s.cfg.Rand)
 	if provider.IsCanceled(callErr) {
 		kind, msg = KindWorkerCrash, "the worker stopped while the provider call was in flight"
 		decision = Decision{Retry: job.Attempt < job.MaxAttempts}

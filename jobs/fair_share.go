@@ -43,10 +43,10 @@ func revehicle(ins *river.Client[*sql.Tx]) func(ctx context.Context, tx *sql.Tx,
 	}
 }
 
-// dispatch asks fair share which job the fetched vehicle rj carries.
-func (s *Service) dispatch(ctx context.Context, rj *river.Job[PromptArgs], ceiling int) (fairshare.Decision, PromptArgs, error) {
+// dispatch asks fair share which job the fetched vehicle rj carries, for a worker with ceiling.
+func (w *Worker) dispatch(ctx context.Context, rj *river.Job[PromptArgs], ceiling int) (fairshare.Decision, PromptArgs, error) {
 	a := rj.Args
-	d, err := s.share.Dispatch(ctx, fairshare.Vehicle{ID: rj.ID, Priority: rj.Priority, ScheduledAt: rj.ScheduledAt,
+	d, err := w.svc.share.Dispatch(ctx, fairshare.Vehicle{ID: rj.ID, Priority: rj.Priority, ScheduledAt: rj.ScheduledAt,
 		Args: fairshare.Args{Job: a.JobID, Org: a.OrgID, Priority: a.Priority, Model: a.Model, Tokens: a.Tokens}}, ceiling)
 	return d, promptArgsOf(d.Args), err
 }

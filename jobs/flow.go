@@ -92,8 +92,8 @@ func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 
 // maxPause is the longest one provider answer may hold anything: the governor's MaxPause, or
 // its default without a governor.
-func (s *Service) maxPause() time.Duration {
-	if g := s.cfg.Governor; g != nil {
+func maxPauseOf(g *governor.Governor) time.Duration {
+	if g != nil {
 		return g.MaxPause()
 	}
 	return governor.DefaultMaxPause

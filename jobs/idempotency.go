@@ -19,10 +19,11 @@ const IdempotencyKeyTTL = 24 * time.Hour
 
 var idempotencyTTLInterval = strconv.FormatInt(int64(IdempotencyKeyTTL/time.Second), 10) + " seconds"
 
-// PurgeIdempotencyKeys deletes the keys older than IdempotencyKeyTTL and returns how many went.
+// PurgeIdempotencyKeys deletes the keys older than IdempotencyKeyTTL from idb and returns how
+// many went.
 // The prune maintenance job runs it.
-func (s *Service) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
-	res, err := s.db.NewDelete().Table("sa_idempotency").
+func PurgeIdempotencyKeys(ctx context.Context, idb bun.IDB) (int64, error) {
+	res, err := idb.NewDelete().Table("sa_idempotency").
 		Where("created_at < now() - ?::interval", idempotencyTTLInterval).Exec(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("purge expired idempotency keys: %w", err)

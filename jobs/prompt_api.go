@@ -28,17 +28,11 @@ type QueuedPrompt struct {
 	OrgID       int64
 	UserID      int64
 	Correlation uuid.UUID
-	// Admitted is the admission of the job (AdmitTx) and Model the model it admitted.
+	// Admitted is the admission of the job (Admission().Admit) and Model the model it admitted.
 	Admitted admit.Ticket
 	Model    string
 	// Text is the prompt's text, for the governor's estimate of its tokens.
 	Text string
-}
-
-// AdmitTx passes r through the one admission inside tx, the transaction that will queue its
-// job: a field error is a *ValidationError, a limit an admit.Refusal.
-func (s *Service) AdmitTx(ctx context.Context, tx bun.Tx, r *admit.Request) (admit.Ticket, error) {
-	return s.door.Admit(ctx, tx, r)
 }
 
 // Admission is the one admission of the service, for the doors built on it.

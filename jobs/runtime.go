@@ -16,6 +16,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/uptrace/bun"
+
 	"asterion/jobs/feed"
 )
 
@@ -207,7 +209,7 @@ func (r *Runtime) RunOnce(ctx context.Context) (int, error) {
 		if budget.Load() <= 0 {
 			break
 		}
-		due, err := r.svc.dueQueued(ctx, r.cfg.PriorityCeiling)
+		due, err := r.dueQueued(ctx, r.cfg.PriorityCeiling)
 		if err != nil {
 			return int(r.worker.done.Load()), err
 		}
@@ -220,8 +222,8 @@ func (r *Runtime) RunOnce(ctx context.Context) (int, error) {
 }
 
 // dueQueued reports whether a queued job is due that a worker with ceiling may run.
-func (s *Service) dueQueued(ctx context.Context, ceiling int) (bool, error) {
-	q := s.db.NewSelect().Table("sa_job").Where("state = ? AND scheduled_at <= now()", StateQueued)
+func (r *Runtime) dueQueued(ctx context.Context, ceiling int) (bool, error) {
+	q := r.svc.db.NewSelect().Table("sa_job").Where("state = ? AND scheduled_at <= now()", StateQueued)
 	if ceiling >= 0 {
 		q = q.Where("priority <= ?", ceiling)
 	}
@@ -232,21 +234,21 @@ func (s *Service) dueQueued(ctx context.Context, ceiling int) (bool, error) {
 	return ok, nil
 }
 
-// PruneEvents drops change-feed events older than keep (never less than 15 minutes) and folds
+// pruneEvents drops change-feed events older than keep (never less than 15 minutes) and folds
 // the counter deltas.
-func (s *Service) PruneEvents(ctx context.Context, keep time.Duration) error {
-	if _, err := feed.Prune(ctx, s.db, max(keep, 15*time.Minute)); err != nil {
+func pruneEvents(ctx context.Context, idb *bun.DB, keep time.Duration) error {
+	if _, err := feed.Prune(ctx, idb, max(keep, 15*time.Minute)); err != nil {
 		return err
 	}
-	if _, err := s.PurgeIdempotencyKeys(ctx); err != nil {
+	if _, err := PurgeIdempotencyKeys(ctx, idb); err != nil {
 		return err
 	}
-	return s.CompactCounts(ctx)
+	return compactCounts(ctx, idb)
 }
 
-// CompactCounts folds the trigger-written counter deltas into one row per org and state.
-func (s *Service) CompactCounts(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, "SELECT asterion_compact_counts()"); err != nil {
+// compactCounts folds the trigger-written counter deltas into one row per org and state.
+func compactCounts(ctx context.Context, idb bun.IDB) error {
+	if _, err := idb.ExecContext(ctx, "SELECT asterion_compact_counts()"); err != nil {
 		return fmt.Errorf("compact counters: %w", err)
 	}
 	return nil

@@ -209,8 +209,18 @@ func NewService(cfg Config) (*Service, error) {
 	if s.share, err = newShare(&s.cfg, ins); err != nil {
 		return nil, err
 	}
+	// A shared submit transaction runs as any other, then meets the tests' commit fault, if set.
+	groupTx := func(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+		if err := s.inTx(ctx, fn); err != nil {
+			return err
+		}
+		if s.groupCommitFault != nil {
+			return s.groupCommitFault()
+		}
+		return nil
+	}
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
-		InTx: s.groupTx, Recover: s.recoverSubmits, What: "submit prompt", Logger: cfg.Logger})
+		InTx: groupTx, Recover: s.recoverSubmits, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer(tracerName)
 		s.cfg.Provider = provider.Traced(cfg.Provider, cfg.Tracer)

@@ -127,26 +127,26 @@ func (s *Service) handBack(ctx context.Context, job db.Job, claim string) outcom
 
 // markDraining records that the worker process id is stopping and lets its calls run until
 // grace has passed, for the health page. A failure to write it is only logged: the stop goes on.
-func (s *Service) markDraining(ctx context.Context, id string, grace time.Duration) {
+func (r *Runtime) markDraining(ctx context.Context, id string, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := s.db.NewInsert().Model(&db.WorkerDrain{WorkerID: id, GraceMS: grace.Milliseconds()}).
+	_, err := r.svc.db.NewInsert().Model(&db.WorkerDrain{WorkerID: id, GraceMS: grace.Milliseconds()}).
 		On("CONFLICT (worker_id) DO UPDATE SET started_at = now(), grace_ms = EXCLUDED.grace_ms, stopped_at = NULL").Exec(ctx)
 	if err != nil {
-		s.log.Warn("could not record that this process is draining", "worker_id", id, "err", err)
+		r.svc.log.Warn("could not record that this process is draining", "worker_id", id, "err", err)
 	}
 }
 
 // markStopped records that the worker process id has stopped, and forgets processes that
 // stopped more than a day ago.
-func (s *Service) markStopped(ctx context.Context, id string) {
+func (r *Runtime) markStopped(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := s.db.NewUpdate().Model((*db.WorkerDrain)(nil)).Set("stopped_at = now()").Where("worker_id = ?", id).Exec(ctx); err != nil {
-		s.log.Warn("could not record that this process stopped", "worker_id", id, "err", err)
+	if _, err := r.svc.db.NewUpdate().Model((*db.WorkerDrain)(nil)).Set("stopped_at = now()").Where("worker_id = ?", id).Exec(ctx); err != nil {
+		r.svc.log.Warn("could not record that this process stopped", "worker_id", id, "err", err)
 		return
 	}
-	_, _ = s.db.NewDelete().Model((*db.WorkerDrain)(nil)).Where("stopped_at < now() - interval '1 day'").Exec(ctx)
+	_, _ = r.svc.db.NewDelete().Model((*db.WorkerDrain)(nil)).Where("stopped_at < now() - interval '1 day'").Exec(ctx)
 }
 
 // unclaimed is what the work of a vehicle returns for err, met before any claim: a shutdown's
@@ -163,8 +163,8 @@ func (w *Worker) unclaimed(ctx context.Context, err error) error {
 // River is stopped for good.
 func (r *Runtime) stopGracefully(ctx context.Context, grace time.Duration) error {
 	r.worker.cuts.drain()
-	r.svc.markDraining(ctx, r.id, grace)
-	defer r.svc.markStopped(ctx, r.id)
+	r.markDraining(ctx, r.id, grace)
+	defer r.markStopped(ctx, r.id)
 	sctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if err := r.client.Stop(sctx); err == nil {

@@ -19,17 +19,6 @@ import (
 // ids, so that a commit still in flight when it looked makes the second write collide with its
 // rows instead of adding a second job, and that collision is answered as accepted too.
 
-// groupTx runs a shared submit transaction (with the tests' commit fault, when set).
-func (s *Service) groupTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	if err := s.inTx(ctx, fn); err != nil {
-		return err
-	}
-	if s.groupCommitFault != nil {
-		return s.groupCommitFault()
-	}
-	return nil
-}
-
 // recoverSubmits settles the submits of a shared transaction that failed with failure (see
 // intake.GroupSpec.Recover).
 func (s *Service) recoverSubmits(ctx context.Context, batch []*pendingSubmit, outcomes []intake.Outcome[Submitted], failure error) {

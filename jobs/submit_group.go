@@ -34,7 +34,7 @@ type groupedPrompt struct {
 // parent is not visible gets its validation error and writes nothing; the others are written
 // together (see intake.Group).
 func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingSubmit, outcomes []intake.Outcome[Submitted]) error {
-	parents, err := s.parentsOf(ctx, tx, batch)
+	parents, err := parentsOf(ctx, tx, batch)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 }
 
 // parentsOf reads the parent entities the submits of batch name, in one query.
-func (s *Service) parentsOf(ctx context.Context, tx bun.Tx, batch []*pendingSubmit) (map[uuid.UUID]db.Entity, error) {
+func parentsOf(ctx context.Context, tx bun.Tx, batch []*pendingSubmit) (map[uuid.UUID]db.Entity, error) {
 	var ids []uuid.UUID
 	for _, p := range batch {
 		if p.Req.ParentID != nil {

@@ -71,7 +71,7 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	defer untrack()
 	// Which job rides this vehicle first (fair share between orgs), then the provider's
 	// capacity for it: a job that must wait stays queued and spends nothing.
-	d, args, err := w.svc.dispatch(ctx, rj, w.ceiling)
+	d, args, err := w.dispatch(ctx, rj, w.ceiling)
 	if err != nil {
 		return w.unclaimed(ctx, err)
 	}
@@ -170,7 +170,7 @@ type pruneWorker struct {
 }
 
 func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	return w.svc.PruneEvents(ctx, w.keep)
+	return pruneEvents(ctx, w.svc.db, w.keep)
 }
 
 // PollArgs is the periodic deferred-operation poller job.

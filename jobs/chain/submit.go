@@ -182,7 +182,7 @@ func (c *Chains) suspendOnStep(ctx context.Context, tx bun.Tx, ch *Chain, cont c
 	}
 	ask := admit.Request{Door: door, OrgID: ch.OrgID, UserID: ch.CreatedBy, Text: text,
 		TextField: fmt.Sprintf("steps[%d].prompt", cont.Step-1)}
-	ticket, err := c.jobs.AdmitTx(ctx, tx, &ask)
+	ticket, err := c.jobs.Admission().Admit(ctx, tx, &ask)
 	if err != nil {
 		return fmt.Errorf("admit chain %s step %d: %w", ch.ID, cont.Step, err)
 	}
