@@ -59,7 +59,7 @@ func (s *Server) jobOutputEvents(c *fiber.Ctx) error {
 	}
 	scope := v.Scope()
 	scope.Topics = []string{feed.TopicJob}
-	s.serveStream(c, scope, &outputStreamer{reads: s.deps.Reads, v: v, jobID: id, attempt: attempt, seq: seq})
+	s.serveStream(c, scope, &outputStreamer{reads: s.deps.Reads, v: v, jobID: id, chunkCursor: chunkCursor{attempt: attempt, seq: seq}})
 	return nil
 }
 
@@ -69,8 +69,7 @@ type outputStreamer struct {
 	reads *readmodel.Reads
 	v     jobs.Viewer
 	jobID uuid.UUID
-	// attempt and seq are the last chunk sent (seq 0: none of that attempt yet).
-	attempt, seq int
+	chunkCursor
 }
 
 func (o *outputStreamer) outputFilter() output.Filter {
@@ -116,10 +115,10 @@ func (o *outputStreamer) catchUp(ctx context.Context, w *bufio.Writer) error {
 // chunk sends a live chunk in order: one already sent is skipped, one after a gap first reads
 // what is missing.
 func (o *outputStreamer) chunk(ctx context.Context, w *bufio.Writer, c db.OutputChunk) error {
-	switch {
-	case c.Attempt < o.attempt || (c.Attempt == o.attempt && c.Seq <= o.seq):
+	switch o.place(c) {
+	case chunkSent:
 		return nil
-	case c.Attempt > o.attempt || c.Seq > o.seq+1:
+	case chunkAfterGap:
 		return o.catchUp(ctx, w)
 	}
 	return o.send(w, c)

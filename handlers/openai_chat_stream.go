@@ -43,10 +43,9 @@ type chatStreamer struct {
 	call   frontDoorCall
 	reads  *readmodel.Reads
 	chunks openai.ChunkStream
-	// attempt and seq are the last chunk sent (seq 0: none of that attempt yet); wrote is true
-	// once any content went out.
-	attempt, seq int
-	wrote        bool
+	chunkCursor
+	// wrote is true once any content went out.
+	wrote bool
 
 	mu        sync.Mutex
 	ended     bool // the stream said all it had to: the job is over
@@ -121,10 +120,10 @@ func (o *chatStreamer) catchUp(ctx context.Context, w *bufio.Writer) error {
 // chunk sends a live chunk in order: one already sent is skipped, one after a gap first reads
 // what is missing.
 func (o *chatStreamer) chunk(ctx context.Context, w *bufio.Writer, c db.OutputChunk) error {
-	switch {
-	case c.Attempt < o.attempt || (c.Attempt == o.attempt && c.Seq <= o.seq):
+	switch o.place(c) {
+	case chunkSent:
 		return nil
-	case c.Attempt > o.attempt || c.Seq > o.seq+1:
+	case chunkAfterGap:
 		return o.catchUp(ctx, w)
 	}
 	return o.send(w, c)
