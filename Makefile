@@ -6,7 +6,7 @@ export ASTERION_ADDR
 
 BIN := bin/asterion
 
-.PHONY: build run test test-short test-bare-machine bench reliability reliability-long fuzz generate generate-check fmt vet
+.PHONY: build run test test-short test-bare-machine bench reliability reliability-long fuzz generate generate-check docs fmt vet
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asterion
@@ -36,6 +36,11 @@ test-short:
 ## directory, as root and as the user nobody). Slow: a few minutes.
 test-bare-machine:
 	$(GO) test -tags baremachine -race -count=1 -timeout 20m -v -run '^TestBareMachine' ./cmd/asterion/
+
+## docs: regenerate docs/configuration.md from the table of environment variables in config/vars.go
+## (a test fails when the committed document differs from it).
+docs:
+	$(GO) generate ./config
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

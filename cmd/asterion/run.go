@@ -72,6 +72,7 @@ commands:
   archive-old-jobs --before=DATE                                move old terminal jobs to the archive table
   reclaim-stuck-jobs                                            reclaim jobs whose heartbeat stopped, once
   version                                                       print the version
+  help env                                                      every environment variable, its default and meaning
 Every command takes --database-url (default $DATABASE_URL) and --json.`
 
 // run is the whole program: it parses args, runs one subcommand and returns its error.
@@ -160,6 +161,9 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 		fmt.Fprintln(stdout, "asterion "+version)
 		return nil
 	case "help", "-h", "--help":
+		if len(rest) > 0 && rest[0] == "env" {
+			return helpEnv(stdout, rest[1:])
+		}
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}

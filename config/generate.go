@@ -1,0 +1,3 @@
+package config
+
+//go:generate go run ./gendoc ../docs/configuration.md
