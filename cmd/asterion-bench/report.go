@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,7 +43,50 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-func (r report) write(path string) error {
+// shapingFlagsChanged names the flags of fs, set off their defaults, that change what a run
+// measures: every flag but where the binaries, the databases and the report are. A run with
+// any of them (fewer sides or phases, shorter phases, other sizes, -no-worker, a budget) is
+// an investigation, not the suite, and must never replace BENCHMARKS.md.
+func shapingFlagsChanged(fs *flag.FlagSet) []string {
+	var changed []string
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Name {
+		case "bin", "admin-url", "out", "db-prefix":
+			return
+		}
+		if f.Value.String() != f.DefValue {
+			changed = append(changed, "-"+f.Name+"="+f.Value.String())
+		}
+	})
+	return changed
+}
+
+// write writes the report to path and bench.json beside it, but only for a full run (every
+// shaping flag of the command line at its default); a narrowed run prints its rows instead.
+func (r report) write(path string) error { return r.writeIfFull(path, flag.CommandLine) }
+
+// writeIfFull is write with the command line's flags given.
+func (r report) writeIfFull(path string, fs *flag.FlagSet) error {
+	if changed := shapingFlagsChanged(fs); len(changed) > 0 {
+		fmt.Fprintf(os.Stderr, "a narrowed run (%s) writes no report; its figures:\n", strings.Join(changed, " "))
+		printOnlyRows(r.Asterion)
+		return nil
+	}
+	text := r.render()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return err
+	}
+	js, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "bench.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(text)
+	return nil
+}
+
+// render is BENCHMARKS.md for the run r: the same bytes from the same figures, so the
+// committed file can be checked against the committed bench.json.
+func (r report) render() string {
 	a, b := r.Asterion, r.Baseline
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Benchmarks\n\nProduced by `make bench` (`go run ./cmd/asterion-bench`) on %s, %s.\n", r.Machine, r.StartedAt.Format(time.RFC3339))
@@ -65,15 +109,7 @@ func (r report) write(path string) error {
 	row("end-to-end jobs/s", fmt.Sprintf("%.0f/s", a.E2E.JobsPerSec), fmt.Sprintf("%.0f/s", b.E2E.JobsPerSec), ratio(a.E2E.JobsPerSec, b.E2E.JobsPerSec),
 		"the ratio", fmt.Sprintf("%d jobs submitted by 50 clients until all finished, sim latency 0", a.E2E.Jobs))
 	asterionRows(a, row)
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
-		return err
-	}
-	js, _ := json.MarshalIndent(r, "", "  ")
-	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "bench.json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Print(sb.String())
-	return nil
+	return sb.String()
 }
 
 // printOnlyRows prints the report rows of the Asterion-only phases a narrowed run measured,
