@@ -16,7 +16,7 @@ import (
 const PoolStatementTimeout = 2 * time.Minute
 
 // OpenPool opens the pgx pool that River's worker client and the change-feed listener use
-// (LISTEN/NOTIFY needs a real pgx connection; see DESIGN.md on why bun's pgdriver is not used).
+// (LISTEN/NOTIFY needs a real pgx connection, which bun's pgdriver does not give).
 func OpenPool(ctx context.Context, u URL, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {

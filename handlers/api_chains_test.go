@@ -399,8 +399,8 @@ func TestRegistryClampsAndDeterministicIDsThroughAPI(t *testing.T) {
 		if got := ttlOf(a.handle); got != tc.want {
 			t.Errorf("ttl_seconds %v: TTL %s, want %s", tc.ttl, got, tc.want)
 		}
-		// The hint follows the server's estimate when it has one (CONTRACT.md "Scheduling and
-		// waiting"), else it is the kind's default.
+		// The hint follows the server's estimate of when the work ends when it has one, else
+		// it is the kind's default.
 		wantRetry := float64(jobs.DefaultRetryAfterSeconds)
 		if eta, ok := a.handle["eta_seconds"].(float64); ok {
 			wantRetry = min(max(eta, 1), 60)

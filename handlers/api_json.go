@@ -33,7 +33,7 @@ type jobJSON struct {
 	StartedAt    *string    `json:"started_at"`
 	HeartbeatAt  *string    `json:"running_heartbeat_at"`
 	FinishedAt   *string    `json:"finished_at"`
-	// ScheduledFor, WaitingFor and CancelOutcome are CONTRACT.md's later fields: the time a
+	// ScheduledFor, WaitingFor and CancelOutcome are the job document's later fields: the time a
 	// scheduled prompt asked for, why a queued job waits, how a cancel landed.
 	ScheduledFor  *string `json:"scheduled_for"`
 	WaitingFor    *string `json:"waiting_for"`
@@ -60,7 +60,7 @@ func toJobJSON(j db.Job) jobJSON {
 		CancelOutcome: j.CancelOutcome}
 }
 
-// missionItemJSON is one item of mission/recent (CONTRACT.md).
+// missionItemJSON is one item of mission/recent (docs/api.md).
 type missionItemJSON struct {
 	PromptID uuid.UUID  `json:"prompt_id"`
 	ParentID *uuid.UUID `json:"parent_id"`

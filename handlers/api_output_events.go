@@ -19,7 +19,7 @@ import (
 
 // outputIDSpan separates the event ids of a job's attempts on its output stream: the id of
 // chunk seq of attempt a is (a-1) × outputIDSpan + seq, so the first attempt's ids are its seqs
-// (as CONTRACT.md has them) and a retry's chunks still come after, never repeating an id. An
+// (as GET /jobs/{id}/output numbers them) and a retry's chunks still come after, never repeating an id. An
 // attempt writes far fewer chunks than that (one per 250 ms at most).
 const outputIDSpan = 1_000_000
 

@@ -21,7 +21,7 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 const riverUIPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
 	"img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 
-// setBrowserHeaders sets the headers of CONTRACT.md "Browser headers" on c's answer, with
+// setBrowserHeaders sets the browser headers every answer carries (docs/api.md) on c's answer, with
 // Cache-Control: no-store, which a handler that chooses its own caching replaces (static files
 // set max-age, the streams no-cache): no shared or back-button cache keeps a signed-in page.
 // They are harmless on JSON, scripts and styles, so every answer gets them and no page can miss

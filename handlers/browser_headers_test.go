@@ -10,13 +10,13 @@ import (
 	"asterion/identity"
 )
 
-// cspDirectives are the directives CONTRACT.md requires at least.
+// cspDirectives are the directives every Content-Security-Policy must hold at least.
 var cspDirectives = []string{
 	"default-src 'self'", "script-src 'self'", "object-src 'none'", "base-uri 'none'",
 	"frame-ancestors 'none'", "form-action 'self'",
 }
 
-// checkBrowserHeaders requires the headers of CONTRACT.md "Browser headers" on h, with
+// checkBrowserHeaders requires the browser headers every answer carries on h, with
 // Cache-Control: no-store (or, on a stream, no-cache, which the stream sets itself).
 func checkBrowserHeaders(t *testing.T, what string, h http.Header) {
 	t.Helper()

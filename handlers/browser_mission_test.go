@@ -115,7 +115,7 @@ func settledExpr(promptID string) string {
 }
 
 // TestMissionBrowserSubmit: a submitted prompt shows at once as a queued drop, then goes
-// running and settles in place, without a reload, with the §6 classes; reduced motion stops
+// running and settles in place, without a reload, with the state classes of its drop; reduced motion stops
 // the animation.
 func TestMissionBrowserSubmit(t *testing.T) {
 	holdBrowserSlot(t)
@@ -212,7 +212,7 @@ func TestMissionBrowserClosedTab(t *testing.T) {
 }
 
 // TestMissionBrowserTwoTabsDifferentParents: two tabs continue two different drops and send at
-// the same moment; each prompt attaches to its own parent (§10.3), in the database and in the
+// the same moment; each prompt attaches to the parent its own tab continued, in the database and in the
 // threads of both pages.
 func TestMissionBrowserTwoTabsDifferentParents(t *testing.T) {
 	holdBrowserSlot(t)

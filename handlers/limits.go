@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Limits are the transport limits of CONTRACT.md "Limits that protect the service". The zero
+// Limits are the transport limits that protect the service (docs/guarantees.md). The zero
 // value of each field means its default.
 type Limits struct {
 	// MaxConnsPerIP caps the open connections of one client address

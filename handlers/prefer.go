@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// MaxPreferWait is the longest Prefer: wait a request may ask for (CONTRACT.md: 1..60).
+// MaxPreferWait is the longest Prefer: wait a request may ask for (1..60 seconds).
 const MaxPreferWait = 60
 
 // parsePreferWait reads the wait preference of a Prefer header (RFC 7240): the seconds of the

@@ -1,5 +1,5 @@
 // Package handlers is Asterion's HTTP surface on Fiber: the route table (routes.go), the one
-// authorization middleware, the REST API of CONTRACT.md, the pages and the SSE streams. Handlers
+// authorization middleware, the REST API (docs/api.md), the pages and the SSE streams. Handlers
 // translate HTTP to calls on the jobs and identity packages and hold no business rules.
 package handlers
 
@@ -36,7 +36,7 @@ import (
 	"asterion/views"
 )
 
-// BodyLimit is the largest request body accepted (CONTRACT.md: 413 above 256 KiB).
+// BodyLimit is the largest request body accepted; a larger one answers 413.
 const BodyLimit = 256 * 1024
 
 // Deps are the server's collaborators, passed in explicitly.

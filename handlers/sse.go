@@ -19,7 +19,7 @@ import (
 	"asterion/jobs/readmodel"
 )
 
-// SSEHeartbeat is how often a comment line keeps an idle stream open (CONTRACT.md: ≤ 15 s).
+// SSEHeartbeat is how often a comment line keeps an idle stream open (at most 15 s apart).
 const SSEHeartbeat = 15 * time.Second
 
 // writeSSEData writes one event named name whose data is data. An SSE parser ends a line at

@@ -16,7 +16,7 @@ import (
 	"asterion/identity"
 )
 
-// Defaults of StreamConfig (CONTRACT.md, "Limits that protect the service").
+// Defaults of StreamConfig, the limits that keep streams from exhausting a server process.
 const (
 	DefaultMaxStreamsPerUser  = 16
 	DefaultStreamWriteTimeout = 30 * time.Second

@@ -10,8 +10,8 @@ import (
 	"asterion/identity"
 )
 
-// controlTexts are prompt texts CONTRACT.md "Text" refuses, as JSON string bodies and as the
-// raw text a form carries.
+// controlTexts are prompt texts the text rules refuse (a control character other than tab
+// and line ends), as JSON string bodies and as the raw text a form carries.
 var controlTexts = []struct{ name, json, raw string }{
 	{"NUL", `a\u0000b`, "a\x00b"},
 	{"SOH", `a\u0001b`, "a\x01b"},

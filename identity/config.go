@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults of Config (CONTRACT.md, "Limits that protect the service").
+// Defaults of Config: the sign-in limits that keep password guessing slow and bounded.
 const (
 	DefaultSignInWindow              = 15 * time.Minute
 	DefaultMaxFailuresPerUserAddress = 5

@@ -5,7 +5,7 @@ import "fmt"
 // Role is what a user may do: member < operator < admin.
 type Role string
 
-// The roles of CONTRACT.md.
+// The roles a user may have, from least to most (docs/api.md).
 const (
 	RoleMember   Role = "member"
 	RoleOperator Role = "operator"

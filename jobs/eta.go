@@ -15,7 +15,7 @@ import (
 
 // ETA is the server's estimate for one job that has not ended: when it starts (a queued job)
 // or when it ends (a running one), from its place in River's order, its org's share and the
-// rate the queue drains at (CONTRACT.md "Scheduling and waiting").
+// rate the queue drains at; handles and statuses carry it as eta_seconds.
 type ETA struct {
 	// Seconds is the estimate in whole seconds, rounded up; 0 means "about now".
 	Seconds int

@@ -48,7 +48,7 @@ func newClaim(workerID string) string {
 	return workerID + "/" + uuid.NewString()[:18]
 }
 
-// claim moves the job of a fetched vehicle to running under a fresh claim (§5 step 2). A
+// claim moves the job of a fetched vehicle to running under a fresh claim: only the claim starts a job. A
 // vehicle that is no longer the job's (the job was reclaimed onto a new one) is dropped. A job
 // still running under an older claim means that execution died (River re-fetched its vehicle
 // after a rescue): once its heartbeat is stale it is reclaimed in place.
@@ -168,7 +168,7 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 // send it first in a round trip of its own, and travels with the claim's last writes. Losing
 // a claim in a database crash is the same as it never happening: the job is queued again (a
 // watcher that saw it running sees it queued, then running again), the worker's result is
-// dropped for lack of the claim, and the job runs again, as the design already allows for a
+// dropped for lack of the claim, and the job runs again, as it already does after a
 // crashed execution. Acceptance and every terminal state stay durable.
 func relaxCommit(w *db.Writes) {
 	w.SetLocal("synchronous_commit", "off")
@@ -215,8 +215,8 @@ type outcome struct {
 	err        error
 }
 
-// runClaimed runs the provider for a claimed job while heartbeating, then finalises (§5 step 4,
-// the design's run_claimed). prompt is the job's prompt when the claim read it, nil otherwise.
+// runClaimed runs the provider for a claimed job while heartbeating, then finalises under
+// the claim. prompt is the job's prompt when the claim read it, nil otherwise.
 func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prompt *db.Entity) outcome {
 	if prompt == nil || prompt.ID != job.PromptID {
 		prompt = new(db.Entity)
@@ -309,7 +309,7 @@ func logSettled(log *slog.Logger, job db.Job, o outcome, callErr error, took tim
 var errClaimLost = errors.New("claim lost: the job was cancelled or reclaimed")
 
 // responseID derives the response entity id from (prompt_id, adapter_request_id) when the
-// provider gives a request id, so a duplicate write of one provider answer collides (§8). The
+// provider gives a request id, so a duplicate write of one provider answer collides. The
 // job is part of the key: a retry of the prompt is another job with an answer of its own, and
 // a provider that repeats its ids (some OpenAI-compatible servers answer every call with one)
 // must not make that answer look like a duplicate.
@@ -370,7 +370,7 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 
 var errDuplicateResponse = errors.New("response for this provider request already written")
 
-// finishFailure classifies the error (§8) and re-queues with backoff or fails the job, only
+// finishFailure classifies the error by kind (retry.go) and re-queues with backoff or fails the job, only
 // while it is still running under claim. A run cut by a graceful stop is handed back without
 // spending an attempt (handBack); any other cancellation while the job is still ours re-queues
 // it at once as a worker crash.

@@ -20,7 +20,7 @@ import (
 	"asterion/jobs/jobstest"
 )
 
-// TestAsyncExecutionProof is the design's async-execution-proof: queued → running → succeeded
+// TestAsyncExecutionProof follows one prompt through its execution: queued → running → succeeded
 // with every row the completion writes, the operation mirrored with a verifiable history, and
 // the change feed delivering the three states in order.
 func TestAsyncExecutionProof(t *testing.T) {
@@ -190,7 +190,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 	}
 }
 
-// TestPriorityQueueProof is the design's priority-queue-proof: with one worker started after
+// TestPriorityQueueProof checks that priorities order the queue: with one worker started after
 // the jobs were queued, lower priority numbers run first, and within a band the oldest first.
 func TestPriorityQueueProof(t *testing.T) {
 	t.Parallel()

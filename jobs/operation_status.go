@@ -29,8 +29,8 @@ type (
 	PollerStats = registry.PollerStats
 )
 
-// operationStatusOf maps a prompt job onto its operation's status: the one table of
-// CONTRACT.md's mapping. A superseded job leaves the operation's terminal status alone.
+// operationStatusOf maps a prompt job onto its operation's status: the one table of that
+// mapping. A superseded job leaves the operation's terminal status alone.
 //
 //	queued → pending, running → running, succeeded → completed,
 //	failed → timed-out when error_kind is stuck or timeout, else failed,

@@ -101,7 +101,7 @@ func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 	if st.PauseRole() != governor.RoleProvider {
 		t.Errorf("pause role %q, want %q", st.PauseRole(), governor.RoleProvider)
 	}
-	// The 429's own retry (design §8: after its Retry-After) is bounded the same way.
+	// The 429's own retry (after its Retry-After) is bounded the same way.
 	waitFor(t, 30*time.Second, "the limited job to be queued for its retry", func() bool {
 		j := e.Job(attack.JobID)
 		return j.State == string(jobs.StateQueued) && j.Attempt == 2

@@ -37,7 +37,7 @@ func TestBackoff(t *testing.T) {
 			t.Errorf("Backoff(%d, %v) = %s, want %s", c.next, c.rnd, got, c.want)
 		}
 	}
-	// §8 ranges hold for every jitter in [0, 1).
+	// The backoff ranges hold for every jitter in [0, 1).
 	for r := 0.0; r < 1; r += 0.01 {
 		if d := jobs.Backoff(2, constRand(r)); d < 5*time.Second || d >= 10*time.Second {
 			t.Errorf("Backoff(2, %v) = %s, outside [5s, 10s)", r, d)
@@ -97,7 +97,7 @@ func TestDecide(t *testing.T) {
 		}
 	}
 	if jobs.RateLimitFloor < time.Minute {
-		t.Errorf("RateLimitFloor = %s, §8 asks for at least 60 s", jobs.RateLimitFloor)
+		t.Errorf("RateLimitFloor = %s, want at least 60 s", jobs.RateLimitFloor)
 	}
 	// A Retry-After of centuries waits at most the longest pause one answer may cause.
 	for _, maxPause := range []time.Duration{governor.DefaultMaxPause, 30 * time.Second} {
@@ -131,7 +131,7 @@ func TestRiverPriorityBands(t *testing.T) {
 	}
 }
 
-// TestCanTransitionTable checks every pair of the six states against the §3 table.
+// TestCanTransitionTable checks every pair of the six states against the table of legal changes.
 func TestCanTransitionTable(t *testing.T) {
 	t.Parallel()
 	all := []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled, jobs.StateSuperseded}

@@ -1,7 +1,7 @@
 package jobs
 
 // RiverPriority maps a job priority 0..100 (lower runs first) onto River's four levels by the
-// bands of CONTRACT.md: 0–10 → 1, 11–40 → 2, 41–59 → 3, 60–100 → 4. Within a band River runs
+// bands of job priorities (docs/architecture.md): 0–10 → 1, 11–40 → 2, 41–59 → 3, 60–100 → 4. Within a band River runs
 // the oldest first.
 func RiverPriority(p int) int {
 	switch {

@@ -23,13 +23,13 @@ type ReclaimReport struct {
 	Stranded int `json:"stranded"`
 }
 
-// ReclaimStuck finds running jobs whose heartbeat is older than StaleAfter (§8 stuck-job
+// ReclaimStuck finds running jobs whose heartbeat is older than StaleAfter (stuck-job
 // recovery) and, for each, either re-queues it as a worker crash (attempts left and started
 // less than StuckAfter ago) or fails it as stuck.
 //
 // A re-queued job must run again, but its River vehicle is still "running" in River's eyes
-// (its worker is gone). River offers no way to make a running job available, and DESIGN.md
-// forbids writing River's tables, so the job moves to a new vehicle in the same transaction and
+// (its worker is gone). River offers no way to make a running job available, and Asterion
+// never writes River's tables, so the job moves to a new vehicle in the same transaction and
 // the old one is cancelled through River: River's rescuer then finalises the old vehicle as
 // cancelled instead of retrying it, and if it ever ran again the worker would see that the job
 // belongs to another vehicle and drop it.

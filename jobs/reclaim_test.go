@@ -46,7 +46,7 @@ func (e *tenv) riverMeta(id int64) map[string]any {
 	return m
 }
 
-// TestHeartbeatReclaimProof is the design's heartbeat-proof: a worker that dies mid-call
+// TestHeartbeatReclaimProof checks reclaim by heartbeat: a worker that dies mid-call
 // leaves its job running with a heartbeat that stops; the reclaim re-queues it as a worker
 // crash on a new River job; a fresh runtime completes it; the dead worker's late answer, when
 // it finally comes, is dropped.
@@ -162,7 +162,7 @@ func assertOneResponse(t *testing.T, e *tenv, promptID any, j db.Job) {
 	}
 }
 
-// TestConcurrentSafetyProof is the design's concurrent-safety-proof: a job reclaimed while
+// TestConcurrentSafetyProof checks that two executions never both write: a job reclaimed while
 // its first worker's provider call is still in flight runs again elsewhere; when the first
 // call answers after the second execution succeeded, the late result is dropped. Both calls
 // return the same provider request id, so the late write would also collide on the response id.

@@ -7,13 +7,13 @@ import (
 	"asterion/jobs/provider"
 )
 
-// RateLimitFloor is the least wait after a rate limit without Retry-After (§8).
+// RateLimitFloor is the least wait after a rate limit without Retry-After.
 const RateLimitFloor = 60 * time.Second
 
 // maxBackoff caps the exponential backoff for large max_attempts.
 const maxBackoff = time.Hour
 
-// Backoff is the delay before attempt next (2, 3, …) per §8: 5 s + random 0–5 s before attempt
+// Backoff is the delay before attempt next (2, 3, …): 5 s + random 0–5 s before attempt
 // 2, 25 s + random 0–15 s before attempt 3, and so on (base ×5, jitter ×3), capped at an hour.
 // rnd returns a number in [0, 1).
 func Backoff(next int, rnd func() float64) time.Duration {
@@ -39,7 +39,7 @@ type Decision struct {
 	Delay time.Duration
 }
 
-// Decide applies §8: retryable kinds re-queue while attempts remain (rate limits wait for
+// Decide applies the retry rules (docs/architecture.md, "Retries"): retryable kinds re-queue while attempts remain (rate limits wait for
 // Retry-After, but at most maxPause, the longest one provider answer may hold anything; or at
 // least a minute without one); non-retryable kinds and an exhausted budget fail.
 func Decide(e *provider.Error, attempt, maxAttempts int, maxPause time.Duration, rnd func() float64) Decision {

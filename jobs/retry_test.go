@@ -94,7 +94,7 @@ func eventStates(evs []jobs.JobEvent) string {
 	return strings.Join(parts, " ")
 }
 
-// TestRetryProof is the design's retry-proof (§8): transient failures re-queue with the
+// TestRetryProof checks the retry rules end to end: transient failures re-queue with the
 // recorded backoff and the job succeeds on the third attempt.
 func TestRetryProof(t *testing.T) {
 	t.Parallel()

@@ -186,7 +186,7 @@ func (r *Runtime) Stop(ctx context.Context, grace time.Duration) error {
 	return r.stopGracefully(ctx, grace)
 }
 
-// RunOnce works what is available, up to BatchSize jobs, then stops (design §5 --once).
+// RunOnce works what is available, up to BatchSize jobs, then stops (run-worker --once).
 func (r *Runtime) RunOnce(ctx context.Context) (int, error) {
 	var budget atomic.Int64
 	budget.Store(int64(r.cfg.BatchSize))

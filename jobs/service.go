@@ -59,7 +59,7 @@ type Config struct {
 	Now  func() time.Time
 	Rand func() float64
 	// Wait maps a computed backoff onto how long the vehicle really sleeps before the next
-	// attempt. The job row always records the design's backoff in scheduled_at; tests shrink
+	// attempt. The job row always records the retry rules' backoff in scheduled_at; tests shrink
 	// the real wait instead of sleeping it. Nil means the backoff itself.
 	Wait func(backoff time.Duration) time.Duration
 	// Output, when set, stores the live output of every execution as it arrives.
@@ -134,7 +134,7 @@ type Service struct {
 }
 
 // NewService validates cfg and builds the insert-only River client that enqueues inside bun
-// transactions (DESIGN.md: a full River client over pgdriver never wins leader election).
+// transactions (a full River client over pgdriver never wins leader election).
 func NewService(cfg Config) (*Service, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("jobs: Config.DB is required")

@@ -7,7 +7,7 @@ import (
 	"asterion/jobs/registry"
 )
 
-// State is a job state (async-execution.md §3).
+// State is a job state (docs/architecture.md, "Job states").
 type State string
 
 // The six job states.
@@ -23,7 +23,7 @@ const (
 // ErrIllegalTransition reports a state change the state machine does not allow.
 var ErrIllegalTransition = errors.New("illegal job state transition")
 
-// transitions is the one table of legal changes (§3). A terminal state changes only into
+// transitions is the one table of legal changes. A terminal state changes only into
 // superseded.
 var transitions = map[State][]State{
 	StateQueued:    {StateRunning, StateCancelled},

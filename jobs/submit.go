@@ -23,7 +23,7 @@ import (
 	"asterion/jobs/registry"
 )
 
-// Limits of a submitted prompt (CONTRACT.md).
+// Limits of a submitted prompt (docs/api.md).
 const (
 	MaxPromptChars    = admit.MaxPromptChars
 	DefaultPriority   = 50

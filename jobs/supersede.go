@@ -21,7 +21,7 @@ type Retried struct {
 }
 
 // Retry supersedes a succeeded, failed or cancelled job with a new job for the same prompt
-// (attempt 1, supersedes the old), which becomes superseded (§4 "Retry and supersession").
+// (attempt 1, supersedes the old), which becomes superseded.
 // A queued, running or already superseded job gives ErrConflict.
 func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor) (Retried, error) {
 	var out Retried

@@ -212,7 +212,7 @@ func (s *Service) move(ctx context.Context, w *db.Writes, ch change) (movedJob, 
 	return moved, nil
 }
 
-// JobEvent is the data of a job.state_changed event (CONTRACT.md), plus the operation's status.
+// JobEvent is the data of a job.state_changed event of the change feed, plus the operation's status.
 type JobEvent struct {
 	PromptID        uuid.UUID  `json:"prompt_id"`
 	JobID           uuid.UUID  `json:"job_id"`

@@ -209,7 +209,7 @@ func TestDatabaseRestart(t *testing.T) {
 		}
 		t.Errorf("%d submits answered %d while the database restarted (only 503 or no answer is acceptable): %s", n, status, examples[status])
 	}
-	// CONTRACT.md: no SQL, stack trace or internal detail in any error body.
+	// No SQL, stack trace or internal detail in any error body.
 	for status, ex := range examples {
 		for _, leak := range []string{"dial tcp", "connection refused", "SQLSTATE", "pgdriver", "pgx", ".go:", "goroutine"} {
 			if status != 0 && strings.Contains(ex, leak) {

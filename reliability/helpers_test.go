@@ -491,7 +491,7 @@ func mustInt(t *testing.T, db bun.IDB, query string, args ...any) int {
 	return n
 }
 
-// terminalStates is the SQL list of the design's terminal states.
+// terminalStates is the SQL list of the terminal job states.
 const terminalStates = "('succeeded','failed','cancelled','superseded')"
 
 // acceptedSet collects the handles of 202 answers from several goroutines.

@@ -56,8 +56,8 @@ const mib = 1 << 20
 
 // TestOverload offers prompts at a fixed rate well above what the workers can drain (an open
 // loop: each submit is sent at its scheduled time whatever the earlier ones are doing, and its
-// latency counts from that time) and checks that submitting stays fast (async-execution.md
-// §10: 99th percentile under 100 ms regardless of adapter latency), that every submit is
+// latency counts from that time) and checks that submitting stays fast (a 99th
+// percentile under 100 ms regardless of adapter latency), that every submit is
 // accepted, that the server's memory stays bounded while the backlog grows in the database,
 // and that the backlog drains afterwards.
 //
@@ -75,9 +75,9 @@ const mib = 1 << 20
 // process under the race detector (several times slower) on the same cores as the server, the
 // worker and PostgreSQL, and other jobs may be running on the machine and the database server
 // (another suite's CREATE or DROP DATABASE forces a checkpoint that stalls every commit for up
-// to a second or two). Its rate is lower and its p99 bound ten times the design's; the bound
+// to a second or two). Its rate is lower and its p99 bound ten times the target's; the bound
 // stays under the provider's 1.2 s, so a submit that waited on the provider still fails it.
-// The long run measures the design's figure and should run without -race on a quiet machine.
+// The long run measures the target itself (100 ms) and should run without -race on a quiet machine.
 //
 // This test does not run in parallel with the others, so it has the machine to itself.
 func TestOverload(t *testing.T) {

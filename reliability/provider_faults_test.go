@@ -234,7 +234,7 @@ type faultCase struct {
 	messageHas string
 }
 
-// Backoff windows of async-execution.md §8 ("5s + random(0, 5s)", "25s + random(0, 15s)"),
+// Backoff windows of the retry rules ("5s + random(0, 5s)", "25s + random(0, 15s)"),
 // with a millisecond of slack for the recorded rounding.
 var (
 	backoff2 = window{5 * time.Second, 10 * time.Second}
@@ -251,7 +251,7 @@ func exact(d time.Duration) window { return window{d, d} }
 // TestProviderFaults runs the real server against a fake OpenAI-compatible provider that injects
 // timeouts, rate limits with and without Retry-After, 5xx bursts, garbage bodies, connection
 // resets and 4xx answers, and checks each job's exact history of states, attempts and
-// error_kind against async-execution.md §8 (timeout, rate_limit, provider_5xx and unknown
+// error_kind against the retry rules (timeout, rate_limit, provider_5xx and unknown
 // retry with backoff or Retry-After; provider_4xx, parse and auth fail at once), the delays it
 // recorded, the number of calls the provider saw, and that no error message holds the API key.
 //
@@ -376,8 +376,8 @@ func TestProviderFaults(t *testing.T) {
 			if err := rows.Scan(&st, &attempt, &kind, &ts); err != nil {
 				return nil, nil, fmt.Errorf("scan history of job %s: %w", jobID, err)
 			}
-			// A running job keeps the error_kind of its previous attempt until it ends; the design
-			// says nothing about it, so the history compares running steps without it.
+			// A running job keeps the error_kind of its previous attempt until it ends; nothing
+			// depends on it, so the history compares running steps without it.
 			if st == "running" {
 				steps = append(steps, step(fmt.Sprintf("%s/%d", st, attempt)))
 			} else {

@@ -13,7 +13,7 @@ import (
 // line up at this depth.
 const MissionMaxDepth = 6
 
-// The priorities the compose bar offers (async-execution.md §4 bands).
+// The priorities the compose bar offers (one in each band of job priorities).
 const (
 	PriorityUrgent  = 5
 	PriorityNormal  = 30
@@ -109,7 +109,7 @@ func (f MissionField) Drops() []MissionDrop {
 // BuildMissionField groups drops into threads by continuation: a drop whose parent (a prompt,
 // or the response of a prompt) is among drops joins its parent's thread one level deeper;
 // any other drop starts a thread. Threads are ordered by their root's created_at and drops
-// inside a thread by their own created_at: never by completion order (§9).
+// inside a thread by their own created_at: never by completion order.
 func BuildMissionField(drops []MissionDrop, asOf time.Time) MissionField {
 	// Sorted by pointer: a drop is a large struct, and moving them about is most of the cost.
 	sorted := make([]*MissionDrop, len(drops))
@@ -157,7 +157,7 @@ func BuildMissionField(drops []MissionDrop, asOf time.Time) MissionField {
 	return f
 }
 
-// dropClass is the state class of a drop (async-execution.md §6): queued breathes, running
+// dropClass is the state class of a drop: queued breathes, running
 // is pending, succeeded is the settled drop with no class, failed is an orphan.
 func dropClass(state string) string {
 	switch state {
@@ -255,7 +255,7 @@ func dropVersion(d MissionDrop) string {
 	return micros(v)
 }
 
-// rfc3339 is the wire form of times (CONTRACT.md).
+// rfc3339 is the wire form of times.
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // excerpt shortens text to n runes on one line.

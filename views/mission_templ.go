@@ -491,7 +491,7 @@ func composeError(msg string, oob bool) templ.Component {
 	})
 }
 
-// MissionDropView is one drop. Its class is its job state (§6): is-queued, is-pending, none
+// MissionDropView is one drop. Its class is its job state: is-queued, is-pending, none
 // (settled), is-orphan with a retry chip, is-cancelled; earlier superseded jobs are listed
 // faded and hidden unless the debug toggle is on.
 func MissionDropView(d MissionDrop, csrf string, oob bool) templ.Component {

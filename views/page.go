@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Roles, as in the wire contract.
+// Roles, as identity names them.
 const (
 	RoleMember   = "member"
 	RoleOperator = "operator"

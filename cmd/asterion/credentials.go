@@ -12,8 +12,8 @@ import (
 	"asterion/identity"
 )
 
-// The credential lifecycle commands (CONTRACT.md, "Limits that protect the service",
-// Credentials): tokens listed, revoked and created with an expiry; users disabled, enabled and
+// The credential lifecycle commands (docs/cli.md; each takes effect on the next request of a
+// running server): tokens listed, revoked and created with an expiry; users disabled, enabled and
 // given a new password; sessions ended.
 
 // parseTTL reads a lifetime such as 30d, 12h or 90m.

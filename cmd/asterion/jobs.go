@@ -25,8 +25,8 @@ import (
 // a process holds thousands.
 const maxWorkers = 5000
 
-// jobsSettings are the execution knobs read from the environment; the defaults are the
-// design's (30 s heartbeat, 5 min stale, 15 min stuck).
+// jobsSettings are the execution knobs read from the environment; the defaults are in
+// docs/configuration.md (30 s heartbeat, 5 min stale, 15 min stuck).
 type jobsSettings struct {
 	heartbeat, staleAfter, stuckAfter, reclaimEvery, jobTimeout, maxTTL time.Duration
 	// intakeYield may be zero: workers then never wait for submits.

@@ -1,5 +1,5 @@
 // Command asterion is the one binary of Asterion: the server, the workers and the operator
-// command line (CONTRACT.md, "Command line").
+// command line (docs/cli.md lists every command).
 package main
 
 import (

@@ -17,7 +17,7 @@ import (
 	"asterion/jobs/readmodel"
 )
 
-// The operator command line (design §7 phase 5). It talks to the database directly, so it acts
+// The operator commands on jobs (docs/cli.md). They talk to the database directly, so it acts
 // with an admin's view of every org.
 var cliViewer = jobs.Viewer{AllOrgs: true, OrgWide: true}
 

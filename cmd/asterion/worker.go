@@ -10,7 +10,7 @@ import (
 )
 
 // runWorker runs `asterion run-worker [--once] [--batch-size=N] [--priority-ceiling=N]`: a
-// worker process only (design §5). Several may run against one database.
+// worker process only, without HTTP. Several may run against one database.
 func (c *cli) runWorker(ctx context.Context, args []string) error {
 	fs := newFlags("run-worker")
 	cm := c.bindCommon(fs)

@@ -1,4 +1,4 @@
--- Entities: prompts and responses, the authored knowledge (async-execution.md section 4).
+-- Entities: prompts and responses, the authored knowledge; jobs execute prompts into responses.
 CREATE TABLE sa_entity (
     id             UUID PRIMARY KEY,
     kind           VARCHAR(16) NOT NULL CHECK (kind IN ('prompt', 'response')),

@@ -1,4 +1,4 @@
--- The deferred-operation registry (bounded-deferred-operations.md): the durable host read model.
+-- The deferred-operation registry (docs/architecture.md): the durable host read model.
 CREATE TABLE sa_operation (
     id                        UUID PRIMARY KEY,
     kind                      VARCHAR(64) NOT NULL,

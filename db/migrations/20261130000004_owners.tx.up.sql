@@ -1,4 +1,4 @@
--- Owners of deferred operations besides the prompt jobs (bounded-deferred-operations.md):
+-- Owners of deferred operations besides the prompt jobs (docs/architecture.md):
 -- artifact.delivery (webhook delivery of a succeeded response, with its own ledger of attempts)
 -- and flow.chain (ordered prompt steps, each suspended on its prompt operation).
 

@@ -1,8 +1,8 @@
 -- Every submit and every finalise wrote rows whose org_id and created_by referenced the same org
 -- and user rows. Each such foreign-key check takes a KEY SHARE lock on the referenced row, and
 -- many transactions sharing one row's lock turn it into a multixact: at 50 concurrent submits
--- of one user this cost a fifth of the submit throughput. async-execution.md §4 declares these
--- columns without references; orgs and users are never deleted, and the ids written come from
+-- of one user this cost a fifth of the submit throughput. The schema needs no reference on these
+-- columns: orgs and users are never deleted, and the ids written come from
 -- the authenticated principal. References between work rows (prompt, response, operation) stay.
 ALTER TABLE sa_job DROP CONSTRAINT IF EXISTS sa_job_org_id_fkey,
                    DROP CONSTRAINT IF EXISTS sa_job_created_by_fkey;

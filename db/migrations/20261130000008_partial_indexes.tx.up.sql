@@ -2,7 +2,7 @@
 -- never a HOT update, so each write adds an entry to every index of sa_job. Four of its indexes
 -- serve one kind of row only: the heartbeat and claim indexes find live executions, the
 -- state/priority index finds queued work, and the supersedes index follows retry chains, which
--- most jobs are not part of. Kept partial, with the columns async-execution.md §4 gives them, they
+-- most jobs are not part of. Kept partial, with the columns they were designed with, they
 -- take one entry per job (or none) instead of three. Every query that uses them names the
 -- state (or compares supersedes, which implies it is not null).
 DROP INDEX idx_heartbeat;

@@ -1,5 +1,5 @@
-// Package deferred is the portable deferred-operation contract of CONTRACT.md
-// ("Deferred operations") and bounded-deferred-operations.md.
+// Package deferred is the portable deferred-operation contract (docs/architecture.md,
+// "Deferred operations").
 //
 // It holds the two wire documents, deferred-operation.v1 (the Handle returned
 // with 202 Accepted) and deferred-operation-status.v1 (the StatusDoc answered

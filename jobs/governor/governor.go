@@ -148,7 +148,7 @@ type Observation struct {
 // pause is how long every process must keep off the model after o, before the MaxPause
 // bound: a 429's Retry-After, or the reset of a limit the provider reported exhausted. A bare
 // 429 says nothing of the account as a whole; the attempt it refused backs off on its own
-// (design §8).
+// (jobs.Decide).
 func (o Observation) pause() time.Duration {
 	var p time.Duration
 	if o.RateLimited && o.HasRetryAfter {

@@ -20,8 +20,8 @@ import (
 // Channel is the notification channel on which writers announce stored chunks.
 const Channel = "asterion_output"
 
-// MaxFlushEvery is the longest a writer may hold text before storing it (the wire contract's
-// "at least every 250 ms").
+// MaxFlushEvery is the longest a writer may hold text before storing it (readers see
+// a running answer grow at least every 250 ms).
 const MaxFlushEvery = 250 * time.Millisecond
 
 // maxChunksPerStatement bounds one insert; a flush of more executions takes several.

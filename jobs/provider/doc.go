@@ -1,7 +1,7 @@
 // Package provider is the LLM provider boundary of the job runner.
 //
 // A Provider turns one prompt attempt (a Request) into either a Response or
-// an *Error whose Kind is one of the error kinds of async-execution.md §8.
+// an *Error whose Kind is one of the error kinds (errors.go).
 // The worker never inspects transport details: it calls Classify on any
 // error from Complete and decides retry and backoff from the kind alone.
 //

@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// The environment variables FromEnv reads (see the wire contract, "The
-// built-in provider").
+// The environment variables FromEnv reads (docs/configuration.md, "Provider").
 const (
 	ProviderEnv      = "ASTERION_PROVIDER"
 	OpenAIBaseURLEnv = "ASTERION_OPENAI_BASE_URL"

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// ErrorKind classifies a provider failure (async-execution.md §8).
+// ErrorKind classifies a provider failure; the retry rules of package jobs go by it.
 type ErrorKind string
 
 // The error kinds a provider can report. The job runner adds worker_crash,
@@ -37,7 +37,7 @@ const (
 	KindUnknown ErrorKind = "unknown"
 )
 
-// Kinds lists every kind a provider can return, in the order of §8.
+// Kinds lists every kind a provider can return, in a fixed order.
 func Kinds() []ErrorKind {
 	return []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth, KindUnknown}
 }
@@ -67,7 +67,7 @@ func (k ErrorKind) Valid() bool {
 	return err == nil
 }
 
-// Retryable reports whether §8 allows another attempt after a failure of
+// Retryable reports whether the retry rules allow another attempt after a failure of
 // kind k: timeout, rate_limit, provider_5xx and unknown are retryable;
 // provider_4xx, parse and auth are not. A kind that is not valid is treated
 // as unknown and so is retryable.

@@ -18,7 +18,7 @@ import (
 // OpenAIName is the Name of the OpenAI-compatible provider.
 const OpenAIName = "openai"
 
-// DefaultOpenAITimeout is the adapter timeout of async-execution.md §8.
+// DefaultOpenAITimeout is the longest one OpenAI-compatible call may take by default.
 const DefaultOpenAITimeout = 180 * time.Second
 
 // maxResponseBytes bounds how much of a response body is read.
@@ -180,7 +180,7 @@ type chatResponse struct {
 // answers with a plain JSON completion instead is read as one. The call,
 // including reading the whole stream, is bounded by the configured Timeout,
 // and a stream that sends nothing for the StallTimeout is abandoned.
-// Failures are classified as in async-execution.md §8: 429 is rate_limit
+// Failures are classified by kind: 429 is rate_limit
 // (with Retry-After when the provider sent a valid one), 401 and 403 auth,
 // other 4xx provider_4xx, 5xx provider_5xx, an unreadable 2xx body or chunk
 // parse, a deadline or a stall timeout, an error object in the stream as it

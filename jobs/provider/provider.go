@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Options carries the per-prompt provider options of the wire contract
+// Options carries the per-prompt provider options of the API
 // (the "options" object of POST /sa-core/v1/prompt). Each provider uses
 // what it understands and ignores the rest.
 type Options struct {

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// ParseRetryAfter parses the value of an HTTP Retry-After header (RFC 9110
-// §10.2.3): either whole seconds or an HTTP-date, the latter measured from
+// ParseRetryAfter parses the value of an HTTP Retry-After header (RFC 9110,
+// section 10.2.3): either whole seconds or an HTTP-date, the latter measured from
 // now. A date in the past means zero. ok is false when the value is empty,
 // malformed, negative or too large for a time.Duration.
 func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {

@@ -21,7 +21,7 @@ const SimModel = "sim-1"
 // range, "min-max" as accepted by ParseLatencyRange.
 const SimLatencyEnv = "ASTERION_SIM_LATENCY"
 
-// The default simulated latency range of the wire contract.
+// The default simulated latency range: a random latency between these two.
 const (
 	DefaultSimMinLatency = 200 * time.Millisecond
 	DefaultSimMaxLatency = 1500 * time.Millisecond

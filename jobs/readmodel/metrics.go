@@ -27,8 +27,8 @@ type OrgMetrics struct {
 	Usage usage.OrgUsage `json:"usage"`
 }
 
-// QueueMetrics are counts by state and per-org figures over a window (CONTRACT.md
-// metrics/queue, design §7 phase 5 queue-metrics).
+// QueueMetrics are counts by state and per-org figures over a window, as
+// GET /sa-core/v1/metrics/queue and asterion queue-metrics show them.
 type QueueMetrics struct {
 	Window string           `json:"window"`
 	Counts map[string]int64 `json:"counts"`
