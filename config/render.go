@@ -11,7 +11,7 @@ func Markdown() string {
 	sb.WriteString("# Configuration\n\n")
 	sb.WriteString("<!-- Generated from config/vars.go by `make docs`; edit the table there, not this file. -->\n\n")
 	sb.WriteString("Every setting is an environment variable; `asterion help env` prints this list. " +
-		"A variable that is set but malformed stops the command at start with a one-line error naming it.\n")
+		"A malformed duration, number, address or list stops the command at start with a one-line error naming its variable.\n")
 	for _, g := range Groups {
 		fmt.Fprintf(&sb, "\n## %s\n\n", g.Title)
 		if g.Intro != "" {
