@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +12,48 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"asterion/identity"
+	"asterion/jobs"
+	"asterion/jobs/feed"
+	"asterion/jobs/output"
+	"asterion/jobs/provider"
+	"asterion/jobs/usage"
 )
+
+// secondFrontDoor serves the same database from another server process, as secondServer does,
+// with a usage meter as every served process has, so that it answers a response's usage.
+func secondFrontDoor(t *testing.T, f *liveServer) *liveServer {
+	t.Helper()
+	log := testLogger()
+	m, err := usage.New(usage.Config{DB: f.DB.Bun, StatusTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It runs no workers: its provider is never called.
+	svc, err := jobs.NewService(jobs.Config{DB: f.DB.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: log, Usage: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := feed.NewHub(f.DB.Pool, f.DB.Bun, log)
+	t.Cleanup(hub.Start(context.Background()))
+	out, err := output.NewHub(output.HubConfig{DB: f.DB.Bun, Pool: f.DB.Pool, Tag: "second-front-door", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(out.Start(context.Background()))
+	<-hub.Ready()
+	<-out.Ready()
+	srv := New(Deps{Identity: f.IDs, Jobs: svc, Hub: hub, Output: out, Logger: log,
+		Ready: func(ctx context.Context) error { return f.DB.Bun.PingContext(ctx) }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &liveServer{Base: "http://" + ln.Addr().String(), client: f.client}
+}
 
 // responseText is the text of the response entity of a job, read from the table.
 func (f *liveServer) responseText(t *testing.T, u liveUser, jobID string) string {
@@ -39,7 +81,7 @@ func textInput(s string) responses.ResponseNewParamsInputUnion {
 func TestResponsesCreateWaiting(t *testing.T) {
 	t.Parallel()
 	f := startLiveServerWith(t, frontDoorConfig(t))
-	second := &liveServer{Base: secondServer(t, f), client: f.client}
+	second := secondFrontDoor(t, f)
 	u := f.user(t, "rs-a", "rs-waiter", identity.RoleMember)
 	client := f.sdkClient(u.Tok)
 	ctx := context.Background()
@@ -262,7 +304,7 @@ func TestResponsesBadInput(t *testing.T) {
 func TestResponsesStreamResumesOnAnotherProcess(t *testing.T) {
 	t.Parallel()
 	f := startLiveServerWith(t, frontDoorConfig(t))
-	second := &liveServer{Base: secondServer(t, f), client: f.client}
+	second := secondFrontDoor(t, f)
 	u := f.user(t, "rs-a", "rs-streamer", identity.RoleMember)
 	ctx, drop := context.WithCancel(context.Background())
 	var httpResp *http.Response
@@ -331,6 +373,9 @@ func TestResponsesStreamResumesOnAnotherProcess(t *testing.T) {
 	if text.String() != want || doneText != want || final.OutputText() != want || final.Status != "completed" {
 		t.Errorf("deltas %q, done %q, final %q (%s), want the job's response %q", text.String(), doneText, final.OutputText(),
 			final.Status, want)
+	}
+	if in, out := f.attemptsUsage(t, jobID); final.Usage.InputTokens != in || final.Usage.OutputTokens != out || out == 0 {
+		t.Errorf("the final usage %+v, want the attempts' %d + %d", final.Usage, in, out)
 	}
 	if j := f.job(t, u, jobID); j.State != "succeeded" {
 		t.Errorf("the job of a dropped background stream is %s, want it to have run on", j.State)
