@@ -126,3 +126,46 @@ func TestResponsesStreamFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesStreamEnds: a stream ends with the event of its response's final status, after
+// the same numbered events as any other: a failed job's with response.failed, a cancelled
+// background response's (read back by GET) with response.cancelled.
+func TestResponsesStreamEnds(t *testing.T) {
+	t.Parallel()
+	f := startLiveServerWith(t, frontDoorConfig(t))
+	u := f.user(t, "rs-a", "rs-ends", identity.RoleMember)
+	want := func(end string) string {
+		return "response.created response.in_progress response.output_item.added response.content_part.added " +
+			"response.output_text.done response.content_part.done response.output_item.done " + end
+	}
+	check := func(what string, r liveResp, end string) {
+		t.Helper()
+		if r.StatusCode != 200 {
+			t.Fatalf("%s: %s", what, r)
+		}
+		var types []string
+		for i, fr := range responseFrames(t, string(r.Body)) {
+			types = append(types, fr.event)
+			if *fr.data.SequenceNumber != i {
+				t.Errorf("%s: frame %d numbered %d", what, i, *fr.data.SequenceNumber)
+			}
+		}
+		if strings.Join(types, " ") != want(end) {
+			t.Errorf("%s: events %v, want %s", what, types, want(end))
+		}
+	}
+	failed := f.do(t, "POST", "/v1/responses", u.Tok, map[string]any{"stream": true, "input": "#sim:fail=provider_4xx"})
+	check("a failed job", failed, "response.failed")
+	if !strings.Contains(string(failed.Body), `"error":{"code":"provider_4xx"`) {
+		t.Errorf("response.failed without the job's error: %s", failed.Body)
+	}
+
+	bg := mustDecode[struct {
+		ID string `json:"id"`
+	}](t, f.do(t, "POST", "/v1/responses", u.Tok, map[string]any{"background": true, "input": "#sim:hang"}).Body)
+	if r := f.do(t, "POST", "/v1/responses/"+bg.ID+"/cancel", u.Tok, nil); r.StatusCode != 200 ||
+		!strings.Contains(string(r.Body), `"status":"cancelled"`) {
+		t.Fatalf("cancel: %s", r)
+	}
+	check("a cancelled response", f.do(t, "GET", "/v1/responses/"+bg.ID+"?stream=true", u.Tok, nil), "response.cancelled")
+}
