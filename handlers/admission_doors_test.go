@@ -58,6 +58,10 @@ var jobDoors = map[string]doorRequest{
 	"POST /v1/chat/completions": func(doorFixtures) (string, string, string, string) {
 		return "POST", "/v1/chat/completions", "application/json", `{"messages":[{"role":"user","content":"through the front door"}]}`
 	},
+	"POST /v1/responses": func(doorFixtures) (string, string, string, string) {
+		return "POST", "/v1/responses", "application/json", `{"input":"through the responses door"}`
+	},
+	"POST /v1/responses/:id/cancel": nil,
 	"POST /sa-core/v1/jobs/:id/retry": func(fx doorFixtures) (string, string, string, string) {
 		return "POST", "/sa-core/v1/jobs/" + fx.apiRetry + "/retry", "application/json", ""
 	},

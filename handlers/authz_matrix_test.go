@@ -46,6 +46,7 @@ var wantAccess = map[string]Access{
 	"POST /sa-core/v1/jobs/:id/retry":        Member, "GET /sa-core/v1/metrics/queue": Operator,
 
 	"GET /v1/models": Member, "POST /v1/chat/completions": Member,
+	"POST /v1/responses": Member, "GET /v1/responses/:id": Member, "POST /v1/responses/:id/cancel": Member,
 }
 
 // TestAuthorizationMatrix runs every route of the route table as anonymous, a member of org A
@@ -74,7 +75,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 	if chain.ChainID == "" {
 		t.Fatalf("chain answer has no chain_id: %s", chainResp.Body)
 	}
+	response := mustDecode[struct {
+		ID string `json:"id"`
+	}](t, f.do(t, "POST", "/v1/responses", memberA.Tok, map[string]any{"input": "matrix response", "background": true}).Body)
 	ids := map[string]string{
+		"/v1/responses/":                   response.ID,
 		"/mission/prompts/":                sub.PromptID,
 		"/admin/deferred-operations/":      op.OperationID,
 		"/admin/jobs/":                     sub.JobID,

@@ -20,8 +20,8 @@ var errClientGone = errors.New("the client closed the connection")
 // given by its handler through stretchDeadline once it decides to wait; the header alone
 // changes nothing.
 //
-// A chat completion of the OpenAI-compatible front door waits while its job runs: it has no
-// deadline but the job's own timeout, and ends when its client leaves.
+// A chat completion or a response of the OpenAI-compatible front door waits while its job
+// runs: it has no deadline but the job's own timeout, and ends when its client leaves.
 //
 // A stream is exempt by construction: its handler returns at once and its body writer runs
 // after, on a context of its own. A body writer must never use c.UserContext(), which ends when
@@ -108,8 +108,8 @@ func requestTimedOut(c *fiber.Ctx) bool {
 }
 
 // waitsForItsJob reports whether c's caller waits while the job it asked for runs (a chat
-// completion): its request has no deadline but the job's own timeout, and ends when its
+// completion, a response): its request has no deadline but the job's own timeout, and ends when its
 // client leaves.
 func waitsForItsJob(c *fiber.Ctx) bool {
-	return c.Method() == fiber.MethodPost && c.Path() == chatCompletionsPath
+	return c.Method() == fiber.MethodPost && (c.Path() == chatCompletionsPath || c.Path() == responsesPath)
 }

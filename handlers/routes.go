@@ -85,6 +85,9 @@ func (s *Server) routes() []Route {
 		// openai:begin (the OpenAI-compatible front door)
 		{"GET", "/v1/models", Member, OpenAI, s.openaiModels},
 		{"POST", chatCompletionsPath, Member, OpenAI, s.chatCompletions},
+		{"POST", responsesPath, Member, OpenAI, s.createResponse},
+		{"GET", responsesPath + "/:id", Member, OpenAI, s.getResponse},
+		{"POST", responsesPath + "/:id/cancel", Member, OpenAI, s.cancelResponse},
 		// openai:end
 	}
 }

@@ -44,6 +44,10 @@ type ExecutionOptions struct {
 	MaxTokens      *int            `json:"max_tokens,omitempty"`
 	Temperature    *float64        `json:"temperature,omitempty"`
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+	// Echo is what the door that took the request keeps with its job to answer for it later as
+	// it was asked (the OpenAI front door's metadata, for one); it is stored with the job in
+	// the submit's transaction, and the jobs package neither reads it nor passes it on.
+	Echo json.RawMessage `json:"echo,omitempty"`
 }
 
 // SubmitRequest asks for a prompt to be run.

@@ -77,7 +77,7 @@ func (c config) scaledFor(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.loadScale)
 }
 
-const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness"
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness,frontdoor"
 
 // benchPassword is the password of the bench servers' first admin.
 const benchPassword = "bench-password-1"

@@ -80,7 +80,8 @@ func (a asterionOnly) run(ctx context.Context, s *side) error {
 
 // runLoadPhases runs the phases that start a server of their own with settings of their own
 // (phaseserver.go): live output to many streams, thousands of calls in flight, a governed
-// provider limit, and a small org beside a large one's backlog.
+// provider limit, a small org beside a large one's backlog, and the front door beside the
+// core API.
 func (a asterionOnly) runLoadPhases(ctx context.Context, s *side, show func(string, any)) error {
 	if a.cfg.wants(a.cfg.phases, "chunks") {
 		r, err := runChunks(ctx, a.cfg)
@@ -113,6 +114,14 @@ func (a asterionOnly) runLoadPhases(ctx context.Context, s *side, show func(stri
 		}
 		s.Fairness = &r
 		show("fairness", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "frontdoor") {
+		r, err := runFrontDoor(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("frontdoor phase: %w", err)
+		}
+		s.FrontDoor = &r
+		show("frontdoor", r)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ type side struct {
 	Inflight   *inflightResult   `json:"inflight,omitempty"`
 	Governed   *governedResult   `json:"governed,omitempty"`
 	Fairness   *fairnessResult   `json:"fairness,omitempty"`
+	FrontDoor  *frontDoorResult  `json:"frontdoor,omitempty"`
 }
 
 type report struct {

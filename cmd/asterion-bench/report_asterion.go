@@ -97,6 +97,9 @@ func asterionRows(a side, row func(fig, av, bv, rt, target, how string)) {
 	if g := a.Governed; g != nil {
 		governedRows(g, only)
 	}
+	if f := a.FrontDoor; f != nil {
+		frontDoorRows(f, only)
+	}
 	if f := a.Fairness; f != nil {
 		fairnessRows(f, only)
 	}
