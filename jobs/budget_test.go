@@ -190,10 +190,13 @@ func TestBudgetCheckedAtStart(t *testing.T) {
 	}
 }
 
-// budgetCounters reads the reservations org's budget row holds, and what its jobs hold.
+// budgetCounters reads the reservations org's budget row holds (less the releases not folded
+// into it yet), and what its jobs hold.
 func budgetCounters(t *testing.T, e *tenv, org int64) (reserved, running, wantReserved, wantRunning int64) {
 	t.Helper()
-	err := e.D.Bun.QueryRowContext(context.Background(), `SELECT b.reserved, b.running,
+	err := e.D.Bun.QueryRowContext(context.Background(), `SELECT
+		b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		b.running - coalesce((SELECT sum(running) FROM sa_budget_release WHERE org_id = b.org_id), 0),
 		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state IN ('queued', 'running')), 0),
 		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state = 'running'), 0)
 		FROM sa_org_budget AS b WHERE b.org_id = ?`, org).Scan(&reserved, &running, &wantReserved, &wantRunning)
