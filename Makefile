@@ -68,6 +68,8 @@ generate-check:
 	git diff --exit-code -- '*_templ.go'
 
 ## bench: the benchmark suite against a bare-River baseline; writes BENCHMARKS.md and bench.json.
+## It runs against a private PostgreSQL it starts itself (pg_stat_statements loaded, autovacuum
+## on, the same settings on every machine) unless ASTERION_BENCH_DATABASE_URL names another.
 bench: build
 	$(GO) build -o bin/asterion-bench ./cmd/asterion-bench
 	./bin/asterion-bench -bin bin/asterion -out BENCHMARKS.md

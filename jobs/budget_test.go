@@ -189,3 +189,81 @@ func TestBudgetCheckedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// budgetCounters reads the reservations org's budget row holds (less the releases not folded
+// into it yet), and what its jobs hold.
+func budgetCounters(t *testing.T, e *tenv, org int64) (reserved, running, wantReserved, wantRunning int64) {
+	t.Helper()
+	err := e.D.Bun.QueryRowContext(context.Background(), `SELECT
+		b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		b.running - coalesce((SELECT sum(running) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state IN ('queued', 'running')), 0),
+		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state = 'running'), 0)
+		FROM sa_org_budget AS b WHERE b.org_id = ?`, org).Scan(&reserved, &running, &wantReserved, &wantRunning)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reserved, running, wantReserved, wantRunning
+}
+
+// TestBudgetSeededWhileJobsAreWritten: a budget set while submits of its org are being
+// written starts from exactly the reservations of the jobs written before it, and counts
+// every job written after it, none twice and none missed; cancelling and finishing give the
+// reservations back, to nothing once every job has finished.
+func TestBudgetSeededWhileJobsAreWritten(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, instantSim(), withMeter(t, &m))
+	ctx := context.Background()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ids      []uuid.UUID
+		failures []error
+	)
+	half := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				out, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: fmt.Sprintf("writer %d prompt %02d", w, i)})
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					ids = append(ids, out.JobID)
+				}
+				if len(ids) == 20 {
+					close(half)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	<-half
+	setBudget(t, m, e.O, 1_000_000_000)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("submits failed: %v", failures)
+	}
+	reserved, running, want, wantRunning := budgetCounters(t, e, e.O)
+	if reserved != want || running != wantRunning || want == 0 {
+		t.Fatalf("the budget row holds %d reserved and %d running, the jobs %d and %d", reserved, running, want, wantRunning)
+	}
+	for _, id := range ids[:5] {
+		if _, err := e.S.Cancel(ctx, e.V, id, jobs.Actor{Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reserved, _, want, _ := budgetCounters(t, e, e.O); reserved != want {
+		t.Fatalf("after cancelling five, the budget row holds %d reserved, the jobs %d", reserved, want)
+	}
+	startRuntime(t, e, e.S, 2)
+	for _, id := range ids[5:] {
+		e.WaitState(id, jobs.StateSucceeded, 60*time.Second)
+	}
+	if reserved, running, _, _ := budgetCounters(t, e, e.O); reserved != 0 || running != 0 {
+		t.Errorf("with every job finished the budget row holds %d reserved and %d running, want none", reserved, running)
+	}
+}

@@ -142,7 +142,8 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 
 // claimQueued moves a queued job still carried by riverJobID to running under claim, in one
 // transaction, and reads its prompt in the same statement; errNoChange means the job is in any
-// other situation.
+// other situation, or its org's budget has no room for one more running job (the locked claim
+// then says it waits). A budgeted org's claim locks the budget row in that one statement.
 func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, claim string) (movedJob, error) {
 	var moved movedJob
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -151,7 +152,7 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 		}
 		w := db.NewWrites(tx)
 		ch := claimChange(jobID, riverJobID, claim)
-		ch.where = append(ch.where, is(noBudgetSQL))
+		ch.where = append(ch.where, is(admit.StartRoomSQL))
 		ch.prompt = true
 		var err error
 		if moved, err = s.move(ctx, w, ch); err != nil {
@@ -182,11 +183,6 @@ func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 			is("progress_chunks = 0"), is("progress_tokens = 0")},
 		where: []clause{is("river_job_id = ?", riverJobID), is(notPausedSQL)}}
 }
-
-// noBudgetSQL is the condition of the one-statement claim that the job's org has no budget: a
-// job of an org with one takes the locked claim, where admission's start rule is applied under
-// the budget's lock. An org without a budget pays no statement for it.
-const noBudgetSQL = `NOT EXISTS (SELECT 1 FROM sa_org_budget AS b WHERE b.org_id = sa_job.org_id)`
 
 // notPausedSQL is the condition of a claim that the job's org is not paused: the dispatch
 // looked before the governor's wait, this is the word that counts.

@@ -63,6 +63,9 @@ type config struct {
 	// loadScale multiplies the counts (and the governed and fairness phases' durations) of the
 	// phases that start servers of their own; below 1 while developing them.
 	loadScale float64
+	// clusterDir is the data directory of the bench's own PostgreSQL, started when no
+	// adminURL is given.
+	clusterDir string
 	// budget, when positive, gives the Asterion side's org a daily token budget that large, so
 	// that every submit and start reserves against it (admission's locked path) instead of
 	// finding no budget.
@@ -109,7 +112,8 @@ func (c config) wants(list, item string) bool {
 func run() error {
 	var cfg config
 	flag.StringVar(&cfg.bin, "bin", "bin/asterion", "the asterion binary")
-	flag.StringVar(&cfg.adminURL, "admin-url", envOr("ASTERION_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "maintenance database URL")
+	flag.StringVar(&cfg.adminURL, "admin-url", os.Getenv("ASTERION_BENCH_DATABASE_URL"), "maintenance database URL of a PostgreSQL to measure against (default: the bench's own cluster)")
+	flag.StringVar(&cfg.clusterDir, "cluster-dir", "", "data directory of the bench's own PostgreSQL cluster (default: in the user's cache directory)")
 	flag.DurationVar(&cfg.closedFor, "closed", 10*time.Second, "duration of each closed-loop phase")
 	flag.DurationVar(&cfg.openFor, "open", 30*time.Second, "duration of the open-loop phase")
 	flag.IntVar(&cfg.openRate, "rate", 300, "open-loop offered submits per second")
@@ -146,6 +150,23 @@ func run() error {
 		return err
 	}
 
+	privateCluster := cfg.adminURL == ""
+	if privateCluster {
+		dir := cfg.clusterDir
+		if dir == "" {
+			if dir, err = benchClusterDir(); err != nil {
+				return err
+			}
+		}
+		cluster, adminURL, err := startBenchCluster(ctx, dir)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cluster.Stop(context.Background()) }()
+		cfg.adminURL = adminURL
+		fmt.Fprintf(os.Stderr, "== database: the bench's own PostgreSQL in %s at %s\n", cluster.Dir(), cluster.Addr())
+	}
+
 	astDB, err := freshDatabase(ctx, cfg.adminURL, cfg.dbPrefix)
 	if err != nil {
 		return err
@@ -153,6 +174,14 @@ func run() error {
 	baseDB, err := freshDatabase(ctx, cfg.adminURL, cfg.dbPrefix+"_baseline")
 	if err != nil {
 		return err
+	}
+	astProbeURL, err := prepareCostCounters(ctx, astDB)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warning: no database cost figures:", err)
+	}
+	baseProbeURL, err := prepareCostCounters(ctx, baseDB)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warning: no database cost figures:", err)
 	}
 
 	astAddr, baseAddr := freePort(), freePort()
@@ -191,22 +220,23 @@ func run() error {
 	}
 	astT := newTarget("asterion", "http://"+astAddr+"/sa-core/v1/prompt", strings.TrimSpace(string(tokOut)))
 	baseT := newTarget("baseline", "http://"+baseAddr+"/submit", "")
-	astProbe, err := newProbe(ctx, astDB, asterionQueries)
+	astProbe, err := newProbe(ctx, astProbeURL, asterionQueries)
 	if err != nil {
 		return err
 	}
 	astProbe.noWorkers = cfg.noWorker
-	baseProbe, err := newProbe(ctx, baseDB, baselineQueries)
+	baseProbe, err := newProbe(ctx, baseProbeURL, baselineQueries)
 	if err != nil {
 		return err
 	}
 
 	rep := report{Machine: machine(), StartedAt: time.Now().UTC()}
 	for _, pair := range []struct {
-		t *target
-		p *probe
-		r *side
-	}{{baseT, baseProbe, &rep.Baseline}, {astT, astProbe, &rep.Asterion}} {
+		t        *target
+		p        *probe
+		r        *side
+		classify func(string) string
+	}{{baseT, baseProbe, &rep.Baseline, baselineStep}, {astT, astProbe, &rep.Asterion, asterionStep}} {
 		if !cfg.wants(cfg.sides, pair.t.name) {
 			continue
 		}
@@ -232,7 +262,11 @@ func run() error {
 			pair.p.drain(ctx)
 		}
 		if cfg.wants(cfg.phases, "e2e") {
-			if pair.r.E2E, err = pair.p.endToEnd(ctx, pair.t, cfg.e2eJobs); err != nil {
+			pair.r.DBCost, err = measureCost(ctx, pair.p.pool, "e2e", pair.classify, func() (int, error) {
+				pair.r.E2E, err = pair.p.endToEnd(ctx, pair.t, cfg.e2eJobs)
+				return pair.r.E2E.Jobs, err
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -245,8 +279,10 @@ func run() error {
 			return err
 		}
 	}
+	rep.Database = benchClusterLine(privateCluster)
 	if cfg.narrowed() {
 		printOnlyRows(rep.Asterion)
+		printCostRows(rep.Asterion, rep.Baseline)
 		return nil
 	}
 	return rep.write(cfg.out)
@@ -263,13 +299,6 @@ func parseSizes(list string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 func freePort() string {

@@ -28,6 +28,8 @@ type side struct {
 	Governed   *governedResult   `json:"governed,omitempty"`
 	Fairness   *fairnessResult   `json:"fairness,omitempty"`
 	FrontDoor  *frontDoorResult  `json:"frontdoor,omitempty"`
+	// DBCost is what the end-to-end phase's jobs cost the database, per job.
+	DBCost *dbCostResult `json:"db_cost,omitempty"`
 }
 
 type report struct {
@@ -35,6 +37,8 @@ type report struct {
 	StartedAt time.Time `json:"started_at"`
 	Asterion  side      `json:"asterion"`
 	Baseline  side      `json:"baseline"`
+	// Database says which PostgreSQL the figures were measured against.
+	Database string `json:"database"`
 }
 
 func ratio(a, b float64) string {
@@ -110,6 +114,7 @@ func (r report) render() string {
 	row("end-to-end jobs/s", fmt.Sprintf("%.0f/s", a.E2E.JobsPerSec), fmt.Sprintf("%.0f/s", b.E2E.JobsPerSec), ratio(a.E2E.JobsPerSec, b.E2E.JobsPerSec),
 		"the ratio", fmt.Sprintf("%d jobs submitted by 50 clients until all finished, sim latency 0", a.E2E.Jobs))
 	asterionRows(a, row)
+	costRows(r.Database, a, b, row)
 	return sb.String()
 }
 

@@ -170,11 +170,11 @@ func (a *Admission) Reserve(ctx context.Context, tx bun.Tx, reqs []*Request) ([]
 	if len(orgs) == 0 {
 		return out, nil
 	}
-	budgets, err := lockBudgets(ctx, tx, orgs)
+	now := a.cfg.Now().UTC()
+	budgets, err := lockBudgets(ctx, tx, orgs, now)
 	if err != nil {
 		return nil, err
 	}
-	now := a.cfg.Now().UTC()
 	standings := make(map[int64]*standing, len(budgets))
 	active := map[int64]*int64{}
 	for i, r := range reqs {
@@ -197,7 +197,7 @@ func (a *Admission) Reserve(ctx context.Context, tx bun.Tx, reqs []*Request) ([]
 		if b, ok := budgets[r.OrgID]; ok {
 			st := standings[r.OrgID]
 			if st == nil {
-				s, err := standingOf(ctx, tx, b, unfinished, now)
+				s, err := standingOf(b, false, now)
 				if err != nil {
 					return nil, err
 				}
