@@ -136,11 +136,11 @@ func TestStreamStalledReaderIsClosed(t *testing.T) {
 	if err != nil || !strings.Contains(status, " 200 ") {
 		t.Fatalf("status line %q (%v), want 200", status, err)
 	}
-	f.waitStreams(t, u.ID, 1, 5*time.Second)
-	// From here on nothing reads the connection.
-	start := time.Now()
+	// The 200 is the signal that the stream holds its slot: the slot is taken before the status
+	// is written. Waiting to see the count at one instead races the stream's own end, which
+	// on a loaded machine may come before the test looks. From here on nothing reads the
+	// connection, so the slot is freed only by the write deadline cutting the stream off.
 	f.waitStreams(t, u.ID, 0, 20*time.Second)
-	t.Logf("the stalled stream ended %v after the client stopped reading", time.Since(start))
 }
 
 // A panic in a stream's writer goroutine ends that stream, not the process; the slot is freed

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 )
 
 // TestPriorityCeiling: a worker with a priority ceiling runs only jobs at or under it; a job
@@ -14,7 +15,7 @@ func TestPriorityCeiling(t *testing.T) {
 	t.Parallel()
 	fake := newFake(nil)
 	e := newEnv(t, fake)
-	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PriorityCeiling = 40 })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2, func(c *jobs.RuntimeConfig) { c.PriorityCeiling = 40 })
 	high := e.Submit("bulk", func(r *jobs.SubmitRequest) { r.Priority = intp(41) })
 	low := e.Submit("urgent", func(r *jobs.SubmitRequest) { r.Priority = intp(40) })
 	e.WaitState(low.JobID, jobs.StateSucceeded, 20*time.Second)
@@ -26,7 +27,7 @@ func TestPriorityCeiling(t *testing.T) {
 	if snoozes, _ := e.riverMeta(*j.RiverJobID)["snoozes"].(float64); snoozes > 50 {
 		t.Fatalf("the vehicle above the ceiling was handed back %v times in about a second", snoozes)
 	}
-	startRuntime(t, e, e.S, 1)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	j = e.WaitState(high.JobID, jobs.StateSucceeded, 20*time.Second)
 	if j.Attempt != 1 || fake.callsFor(high.JobID) != 1 {
 		t.Fatalf("after an unrestricted worker started: %+v, %d calls", j, fake.callsFor(high.JobID))

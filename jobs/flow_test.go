@@ -9,6 +9,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/governor"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -73,8 +74,8 @@ func withRecordedGovernor(t *testing.T, rpm int, slots *timedCalls) func(*jobs.C
 // running pool of four workers.
 func twoProcesses(t *testing.T, e *tenv, prov provider.Provider, mods ...func(*jobs.Config)) {
 	other := e.service(prov, mods...)
-	startRuntime(t, e, e.S, 4)
-	startRuntime(t, e, other, 4)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
+	jobstest.StartRuntime(t, e.D.Pool, other, 4)
 }
 
 // TestGovernorPacesCallsAcrossProcesses: with a configured limit, two processes together are
@@ -97,14 +98,14 @@ func TestGovernorPacesCallsAcrossProcesses(t *testing.T) {
 	for i := range ids {
 		ids[i] = e.Submit("paced")
 	}
-	waitFor(t, 20*time.Second, "a queued job waiting for provider capacity", func() bool {
+	jobstest.WaitFor(t, 20*time.Second, "a queued job waiting for provider capacity", func() bool {
 		var k int
 		_ = e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
 			Where("state = 'queued' AND waiting_for = ?", jobs.WaitingProviderCapacity).Scan(context.Background(), &k)
 		return k > 0
 	})
 	for _, s := range ids {
-		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
 		if j := e.Job(s.JobID); j.Attempt != 1 || j.WaitingFor != nil {
 			t.Errorf("job %s: attempt %d, waiting_for %v", s.JobID, j.Attempt, j.WaitingFor)
 		}
@@ -148,7 +149,7 @@ func TestRateLimitPausesEveryProcess(t *testing.T) {
 	first := e.Submit("limited first")
 	at := <-limitedAt
 	// Once the job row shows the 429, every process knows of it.
-	waitFor(t, 10*time.Second, "the 429 on the job", func() bool {
+	jobstest.WaitFor(t, 10*time.Second, "the 429 on the job", func() bool {
 		j := e.Job(first.JobID)
 		return j.ErrorKind != nil && *j.ErrorKind == string(provider.KindRateLimit)
 	})
@@ -157,7 +158,7 @@ func TestRateLimitPausesEveryProcess(t *testing.T) {
 		more[i] = e.Submit("after the 429")
 	}
 	for _, s := range append(more, first) {
-		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	for _, s := range calls.all()[1:] {
 		if s.Before(at.Add(2*time.Second - 50*time.Millisecond)) {
@@ -178,15 +179,15 @@ func TestGovernorLearnsTheProvidersLimit(t *testing.T) {
 		return r, nil
 	})
 	e := newEnv(t, fake, withGovernor(t, 0))
-	startRuntime(t, e, e.S, 4)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
 	first := e.Submit("teaches the limit")
-	waitFor(t, 20*time.Second, "the first job", func() bool { return e.Job(first.JobID).State == "succeeded" })
+	jobstest.WaitFor(t, 20*time.Second, "the first job", func() bool { return e.Job(first.JobID).State == "succeeded" })
 	rest := make([]jobs.Submitted, 30)
 	for i := range rest {
 		rest[i] = e.Submit("paced by what was learned")
 	}
 	for _, s := range rest {
-		waitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 30*time.Second, "every job to succeed", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	starts := calls.all()[1:]
 	if span := starts[len(starts)-1].Sub(starts[0]); span < 2500*time.Millisecond {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -23,7 +24,7 @@ func TestScheduledPrompt(t *testing.T) {
 		return okResponse(c), nil
 	})
 	e := newEnv(t, fake)
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	at := time.Now().Add(3 * time.Second)
 	sub := e.Submit("later", func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
 	cancelled := e.Submit("later, but not at all", func(r *jobs.SubmitRequest) { r.ScheduledFor = &at })
@@ -48,7 +49,7 @@ func TestScheduledPrompt(t *testing.T) {
 	if _, err := e.S.Cancel(context.Background(), e.V, cancelled.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the scheduled job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
+	jobstest.WaitFor(t, 20*time.Second, "the scheduled job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
 	calls := starts.all()
 	if len(calls) != 1 {
 		t.Fatalf("%d provider calls, want one (the cancelled job makes none)", len(calls))
@@ -63,7 +64,7 @@ func TestScheduledPrompt(t *testing.T) {
 
 func TestScheduleLimits(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	for name, at := range map[string]time.Time{
 		"more than 30 days ahead":        time.Now().Add(31 * 24 * time.Hour),
 		"more than a minute in the past": time.Now().Add(-2 * time.Minute),

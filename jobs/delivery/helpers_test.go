@@ -2,7 +2,6 @@ package delivery_test
 
 import (
 	"testing"
-	"time"
 
 	"asterion/jobs"
 	"asterion/jobs/delivery"
@@ -19,9 +18,6 @@ var testKey = func() secretbox.Key {
 	}
 	return k
 }()
-
-// instantSim is the real sim provider without its random latency.
-func instantSim() provider.Provider { return jobstest.InstantSim() }
 
 // tenv is one test's database, org, users, service and read models (jobstest.Env), with the
 // delivery owner registered on the service.
@@ -55,17 +51,4 @@ func (e *tenv) register(s *jobs.Service, dcfg delivery.Config) {
 	if _, err := delivery.New(dcfg); err != nil {
 		e.T.Fatalf("delivery.New: %v", err)
 	}
-}
-
-// runtimeOpts adjust a RuntimeConfig.
-type runtimeOpt = func(*jobs.RuntimeConfig)
-
-// startRuntime builds and starts a runtime; the test's cleanup stops it.
-func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	return jobstest.StartRuntime(t, e.D.Pool, svc, workers, opts...)
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	jobstest.WaitFor(t, timeout, what, cond)
 }

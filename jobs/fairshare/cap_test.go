@@ -27,9 +27,9 @@ func TestOrgRunningCap(t *testing.T) {
 	}
 	most := sampleMostRunning(t, e, e.O)
 	start := time.Now()
-	startRuntime(t, e, e.S, 10)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 10)
 	for _, s := range b {
-		waitFor(t, 8*time.Second, "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 8*time.Second, "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	tookB := time.Since(start)
 	if countJobs(e, e.O, jobs.StateQueued) == 0 {
@@ -37,7 +37,7 @@ func TestOrgRunningCap(t *testing.T) {
 	}
 	waitingShare := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND waiting_for = ?", e.O, jobs.WaitingOrgShare)
 	for _, s := range a {
-		waitFor(t, 30*time.Second, "org A's backlog", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 30*time.Second, "org A's backlog", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	var span float64
 	if err := e.D.Bun.QueryRowContext(context.Background(), `SELECT extract(epoch FROM max(finished_at) - min(started_at))

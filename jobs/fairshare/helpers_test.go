@@ -39,17 +39,6 @@ func (e *tenv) otherOrg() jobs.Viewer {
 	return jobs.Viewer{OrgID: org, UserID: user}
 }
 
-// startRuntime builds and starts a worker pool of svc; the test's cleanup stops it.
-func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...func(*jobs.RuntimeConfig)) *jobs.Runtime {
-	return jobstest.StartRuntime(t, e.D.Pool, svc, workers, opts...)
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	jobstest.WaitFor(t, timeout, what, cond)
-}
-
 // priority submits at priority p.
 func priority(p int) func(*jobs.SubmitRequest) {
 	return func(r *jobs.SubmitRequest) { r.Priority = &p }
