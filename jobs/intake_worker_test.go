@@ -98,7 +98,7 @@ func runOneWorker(t *testing.T, s *Service, d *dbtest.DB, jobID uuid.UUID, heldB
 		return job.State
 	}
 	if heldBack {
-		waitForCond(t, 15*time.Second, "River to hand the job to the worker", func() bool {
+		dbtest.WaitFor(t, 15*time.Second, "River to hand the job to the worker", func() bool {
 			var n int
 			_ = d.Bun.QueryRowContext(ctx, "SELECT count(*) FROM river_job WHERE state = 'running'").Scan(&n)
 			return n == 1
@@ -111,5 +111,5 @@ func runOneWorker(t *testing.T, s *Service, d *dbtest.DB, jobID uuid.UUID, heldB
 	} else {
 		defer release()
 	}
-	waitForCond(t, 15*time.Second, "the job to succeed", func() bool { return state() == string(StateSucceeded) })
+	dbtest.WaitFor(t, 15*time.Second, "the job to succeed", func() bool { return state() == string(StateSucceeded) })
 }
