@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,14 +17,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
-	"asterion/jobs/feed"
-	"asterion/jobs/provider"
 	"asterion/secretbox"
 )
 
@@ -77,59 +73,28 @@ type ownerServerOpts struct {
 	logs     *logBuffer
 }
 
-// startOwnerServer is startLiveServer with a configurable host policy, delivery settings and a
-// debug-level logger writing into logs (when set): the whole application on a real listener.
+// startOwnerServer is startLiveServerWith with a host policy, delivery settings and a
+// debug-level logger writing into logs (when set): the whole application on a real listener,
+// with the delivery owner registered and workers polling every 500 ms.
 func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 	t.Helper()
-	d := dbtest.New(t)
-	log := testLogger()
+	cfg := liveServerConfig{
+		Jobs: func(c *jobs.Config) { c.Policy = o.policy },
+		Service: func(svc *jobs.Service) {
+			dcfg := o.delivery
+			dcfg.Jobs = svc
+			// The test receivers listen on 127.0.0.1, and their secrets are sealed with ownerTestKey.
+			dcfg.SecretKey, dcfg.AllowPrivate = secretbox.Static(ownerTestKey), true
+			if _, err := delivery.New(dcfg); err != nil {
+				t.Fatalf("delivery owner: %v", err)
+			}
+		},
+		Runtime: func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond },
+	}
 	if o.logs != nil {
-		log = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Logger: log, Policy: o.policy,
-		Provider: provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})})
-	if err != nil {
-		t.Fatalf("jobs service: %v", err)
-	}
-	dcfg := o.delivery
-	dcfg.Jobs = svc
-	// The test receivers listen on 127.0.0.1, and their secrets are sealed with ownerTestKey.
-	dcfg.SecretKey, dcfg.AllowPrivate = secretbox.Static(ownerTestKey), true
-	if _, err := delivery.New(dcfg); err != nil {
-		t.Fatalf("delivery owner: %v", err)
-	}
-	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1, PollEvery: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("jobs runtime: %v", err)
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatalf("start runtime: %v", err)
-	}
-	hub := feed.NewHub(d.Pool, d.Bun, log)
-	stopHub := hub.Start(context.Background())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
-		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }})
-	serveCtx, serveCancel := context.WithCancel(context.Background())
-	f := &liveServer{Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, Hub: hub,
-		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
-		serveCancel: serveCancel, serveDone: make(chan error, 1)}
-	go func() { f.serveDone <- srv.Serve(serveCtx, ln) }()
-	t.Cleanup(func() {
-		if _, late, err := f.shutdown(); late || err != nil {
-			t.Errorf("serve: %v (late %v)", err, late)
-		}
-		f.client.CloseIdleConnections()
-		if err := rt.Stop(context.Background(), time.Second); err != nil {
-			t.Errorf("stop runtime: %v", err)
-		}
-		stopHub()
-	})
-	return f
+	return startLiveServerWith(t, cfg)
 }
 
 // chainAccepted is the 202 answer to POST /chains.
