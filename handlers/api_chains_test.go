@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
+	"asterion/jobs/jobstest"
 	"asterion/secretbox"
 )
 
@@ -175,19 +177,12 @@ func decodeChainDoc(t *testing.T, r liveResp) chainDoc {
 
 func (f *liveServer) waitChain(t *testing.T, u liveUser, id string, states ...string) chainDoc {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c := f.getChain(t, u, id)
-		for _, s := range states {
-			if c.State == s {
-				return c
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chain %s is %s after 20 s, want %v", id, c.State, states)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var c chainDoc
+	jobstest.WaitFor(t, 20*time.Second, fmt.Sprintf("chain %s to be one of %v", id, states), func() bool {
+		c = f.getChain(t, u, id)
+		return slices.Contains(states, c.State)
+	})
+	return c
 }
 
 // status reads GET <status_href> as u and validates it.
@@ -456,20 +451,12 @@ func TestMarkerNeverInRegistryOrChainAnswersOrLogs(t *testing.T) {
 		t.Fatalf("the continuation marker is in %d continuations (%v): the test would prove nothing", inCont, err)
 	}
 	// Let the deliveries of the succeeded prompts happen, so they are read too.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var open int
+	jobstest.WaitFor(t, 20*time.Second, "the three deliveries to be delivered", func() bool {
+		var open, all int
 		_ = f.DB.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_delivery WHERE state <> 'delivered'").Scan(&open)
-		var all int
 		_ = f.DB.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_delivery").Scan(&all)
-		if open == 0 && all == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deliveries: %d of %d still open", open, all)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return open == 0 && all == 3
+	})
 
 	readAll := func() {
 		for _, who := range []liveUser{u, op} {
@@ -593,11 +580,7 @@ func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 		t.Errorf("409 reason %v (%+v)", reason, p)
 	}
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for f.status(t, u, id)["status"] != "completed" {
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery did not complete after the receiver answered")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	jobstest.WaitFor(t, 20*time.Second, "the delivery to complete after the receiver answered", func() bool {
+		return f.status(t, u, id)["status"] == "completed"
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/feed"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -374,19 +376,12 @@ func (f *liveServer) job(t *testing.T, u liveUser, id string) liveJob {
 // waitJob polls the job until its state is one of states.
 func (f *liveServer) waitJob(t *testing.T, u liveUser, id string, states ...string) liveJob {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		j := f.job(t, u, id)
-		for _, s := range states {
-			if j.State == s {
-				return j
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s is %s after 20 s, want one of %v", id, j.State, states)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	var j liveJob
+	jobstest.WaitFor(t, 20*time.Second, fmt.Sprintf("job %s to be one of %v", id, states), func() bool {
+		j = f.job(t, u, id)
+		return slices.Contains(states, j.State)
+	})
+	return j
 }
 
 // rowCounts counts the rows a submission writes. Entities are counted as prompts only: the
@@ -411,20 +406,13 @@ func (f *liveServer) rowCounts(t *testing.T) map[string]int {
 // waitSequenced waits until every change-feed event written so far has its number.
 func (f *liveServer) waitSequenced(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	jobstest.WaitFor(t, 10*time.Second, "every change-feed event to be numbered", func() bool {
 		var n int
 		if err := f.DB.Bun.QueryRowContext(context.Background(), "SELECT count(*) FROM sa_event WHERE seq IS NULL").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d change-feed events still unnumbered after 10 s", n)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return n == 0
+	})
 }
 
 func mustDecode[T any](t *testing.T, b []byte) T {
