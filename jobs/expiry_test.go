@@ -52,7 +52,8 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	}
 	// Expired is terminal: the poller never touches it again.
 	polls := e.Operation(op.ID).PollCount
-	time.Sleep(1500 * time.Millisecond)
+	rounds := e.S.Stats().Rounds.Load()
+	jobstest.WaitFor(t, 20*time.Second, "two more rounds of the poller", func() bool { return e.S.Stats().Rounds.Load() >= rounds+2 })
 	if after := e.Operation(op.ID).PollCount; after != polls {
 		t.Errorf("poll_count moved from %d to %d after expiry", polls, after)
 	}

@@ -292,7 +292,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		t.Fatalf("GetOperation: %v, broken at %d", err, det.ChainBrokenAt)
 	}
 	// Nothing more arrives.
-	time.Sleep(700 * time.Millisecond)
+	e.settled()
 	if n := len(rc.requests()); n != 2 {
 		t.Errorf("hookReceiver got %d requests after delivery, want still 2", n)
 	}
@@ -383,7 +383,7 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 		e.waitDelivery(d.JobID, 20*time.Second, delivery.Delivered)
 	}
 	t.Logf("all three delivered %s after the restart", time.Since(start))
-	time.Sleep(1500 * time.Millisecond) // recovery runs every 500 ms: give it the chance to duplicate
+	e.settled() // recovery runs every 500 ms: give it the chance to duplicate
 	counts := rc.byID()
 	for i, d := range ds {
 		if counts[d.ID.String()] != 1 {
@@ -497,7 +497,7 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	if st := jobstest.ValidStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status after cancel %v", st)
 	}
-	time.Sleep(time.Second)
+	e.settled()
 	counts := rc.byID()
 	if counts[accepted.ID.String()] != 0 || counts[d.ID.String()] != 1 {
 		t.Errorf("requests per delivery %v: want none for the accepted one, one for the retryable one", counts)

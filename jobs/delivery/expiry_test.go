@@ -40,7 +40,7 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 	jobstest.WaitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.Operation(d.OperationID).Status == "expired" })
 	close(release)
 	d = e.waitDelivery(sub.JobID, 10*time.Second, delivery.Expired)
-	time.Sleep(1500 * time.Millisecond)
+	e.settled()
 	if n := len(rc.requests()); n != 1 {
 		t.Errorf("receiver got %d requests, want 1: an expired delivery is never retried", n)
 	}

@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"testing"
+	"time"
 
 	"asterion/jobs"
 	"asterion/jobs/delivery"
@@ -51,4 +52,17 @@ func (e *tenv) register(s *jobs.Service, dcfg delivery.Config) {
 	if _, err := delivery.New(dcfg); err != nil {
 		e.T.Fatalf("delivery.New: %v", err)
 	}
+}
+
+// settled waits until no delivery has a River job left to run and two more rounds of the
+// leader's recovery have finished. From then on nothing but a bug can send a request: "nothing
+// more arrives" is asserted after that known event instead of after a sleep.
+func (e *tenv) settled() {
+	e.T.Helper()
+	const rounds = "SELECT count(*) FROM river_job WHERE kind = 'asterion.recover_deliveries' AND state = 'completed'"
+	before := e.Count(rounds)
+	jobstest.WaitFor(e.T, 30*time.Second, "no delivery left to run and two more recovery rounds", func() bool {
+		return e.Count("SELECT count(*) FROM river_job WHERE kind = 'artifact.deliver' AND finalized_at IS NULL") == 0 &&
+			e.Count(rounds) >= before+2
+	})
 }

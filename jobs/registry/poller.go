@@ -258,5 +258,6 @@ func (r *Registry) PollDue(ctx context.Context) (int, error) {
 		}
 		polled++
 	}
+	r.stats.Rounds.Add(1)
 	return polled, nil
 }
