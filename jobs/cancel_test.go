@@ -50,7 +50,11 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitState(after.JobID, jobs.StateSucceeded, 20*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	// The workers ran a job submitted after the doomed one, and River holds the doomed one's
+	// vehicle cancelled, so it never runs: the provider can no longer be called for it.
+	if st := e.RiverState(*e.Job(doomed.JobID).RiverJobID); st != "cancelled" {
+		t.Fatalf("the cancelled job's River job is %s, want cancelled", st)
+	}
 	if n := fake.callsFor(doomed.JobID); n != 0 {
 		t.Fatalf("provider called %d times for a cancelled job", n)
 	}

@@ -122,5 +122,9 @@ func (in *Intake) Transaction(ctx context.Context, class Class) (release func())
 	return in.lane.Enter(ctx, class)
 }
 
+// Parked is how many Yields wait for this process's submits now. It is a signal for tests
+// (a worker held back by a submit is parked here) and costs nothing to read.
+func (in *Intake) Parked() int64 { return in.parked.Load() }
+
 // Lane is the lane the intake narrows worker transactions through while submits flow.
 func (in *Intake) Lane() *Lane { return in.lane }
