@@ -54,15 +54,16 @@ func (e *tenv) register(s *jobs.Service, dcfg delivery.Config) {
 	}
 }
 
-// settled waits until no delivery has a River job left to run and two more rounds of the
-// leader's recovery have finished. From then on nothing but a bug can send a request: "nothing
-// more arrives" is asserted after that known event instead of after a sleep.
+// settled waits until every delivery's ledger row is settled (no longer accepted, retryable or
+// in flight, so no execution will send it) and two more rounds of the leader's recovery have
+// finished. From then on nothing but a bug can send a request: "nothing more arrives" is
+// asserted after that known event instead of after a sleep.
 func (e *tenv) settled() {
 	e.T.Helper()
 	const rounds = "SELECT count(*) FROM river_job WHERE kind = 'asterion.recover_deliveries' AND state = 'completed'"
 	before := e.Count(rounds)
-	jobstest.WaitFor(e.T, 30*time.Second, "no delivery left to run and two more recovery rounds", func() bool {
-		return e.Count("SELECT count(*) FROM river_job WHERE kind = 'artifact.deliver' AND finalized_at IS NULL") == 0 &&
+	jobstest.WaitFor(e.T, 30*time.Second, "every delivery settled and two more recovery rounds", func() bool {
+		return e.Count("SELECT count(*) FROM sa_delivery WHERE state IN ('accepted', 'retryable', 'in_flight')") == 0 &&
 			e.Count(rounds) >= before+2
 	})
 }
