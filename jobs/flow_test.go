@@ -93,11 +93,15 @@ func TestGovernorPacesCallsAcrossProcesses(t *testing.T) {
 	})
 	const rpm, n = 600, 60
 	e := newEnv(t, fake, withRecordedGovernor(t, rpm, &slots))
-	twoProcesses(t, e, fake, withRecordedGovernor(t, rpm, &slots))
+	// Every job is queued before a worker runs: eight workers then always hold more jobs than
+	// the slots a tenth of a second apart let start, so some job waits for capacity however
+	// slowly the machine submits (submitting beside the workers, a slow machine could keep
+	// up with the pace and no job would ever wait).
 	ids := make([]jobs.Submitted, n)
 	for i := range ids {
 		ids[i] = e.Submit("paced")
 	}
+	twoProcesses(t, e, fake, withRecordedGovernor(t, rpm, &slots))
 	jobstest.WaitFor(t, 20*time.Second, "a queued job waiting for provider capacity", func() bool {
 		var k int
 		_ = e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").

@@ -260,23 +260,38 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		holdFor  time.Duration
 		wantBusy bool
 	}{
-		{"brief lock", 80 * time.Millisecond, false},
-		{"lock outlasting the retries", 3 * time.Second, true},
+		// The brief lock goes once the cancel has been refused as busy once (the registry's
+		// count of busy retries says so); the other stays until the cancel has given up.
+		{"brief lock", false},
+		{"lock outlasting the retries", true},
 	} {
 		acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
 		d, _ := e.c.Get(context.Background(), e.V, acc.Chain.ID)
 		e.WaitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
 		tx := lockJob(*d.Steps[0].JobID)
-		released := make(chan struct{})
+		retries := e.S.Stats().BusyRetries.Load()
+		type answer struct {
+			doc deferred.StatusDoc
+			err error
+		}
+		got := make(chan answer, 1)
 		go func() {
-			time.Sleep(tc.holdFor)
-			_ = tx.Rollback()
-			close(released)
+			doc, err := e.S.CancelOperation(context.Background(), e.V, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+			got <- answer{doc, err}
 		}()
-		doc, err := e.S.CancelOperation(context.Background(), e.V, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+		if !tc.wantBusy {
+			jobstest.WaitFor(t, 20*time.Second, "a busy refusal of the cancel", func() bool {
+				return e.S.Stats().BusyRetries.Load() > retries
+			})
+			_ = tx.Rollback()
+		}
+		a := <-got
+		if tc.wantBusy {
+			_ = tx.Rollback()
+		}
+		doc, err := a.doc, a.err
 		var refused *jobs.ErrNotCancelable
 		if tc.wantBusy {
 			if !errors.As(err, &refused) || !refused.Busy {
@@ -287,6 +302,5 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 		} else if st := jobstest.ValidStatusDoc(t, doc); st["status"] != "cancelled" {
 			t.Errorf("%s: status %v", tc.name, st)
 		}
-		<-released
 	}
 }

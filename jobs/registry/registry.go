@@ -75,6 +75,9 @@ type PollerStats struct {
 	// test that asserts the poller left an operation alone waits for rounds to pass, instead of
 	// sleeping for what it guesses is long enough.
 	Rounds atomic.Int64
+	// BusyRetries counts cancel attempts refused as busy (the work locked for a moment) and
+	// tried again; a test that holds such a lock lets go once it has seen one.
+	BusyRetries atomic.Int64
 }
 
 // New validates cfg and returns a registry with no owners.
