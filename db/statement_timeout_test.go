@@ -56,14 +56,10 @@ func TestStatementTimeoutOnEveryConnection(t *testing.T) {
 		{"simple protocol", nil, "SELECT pg_sleep(3)"},
 		{"prepared", []any{3}, "SELECT pg_sleep($1)"},
 	} {
-		start := time.Now()
 		_, err := b.DB.ExecContext(ctx, tc.q, tc.args...) // database/sql itself: arguments reach the driver
 		var pgErr pgdriver.Error
 		if !errors.As(err, &pgErr) || pgErr.Field('C') != "57014" {
 			t.Errorf("%s: a 3 s statement under a 200 ms statement_timeout: %v, want SQLSTATE 57014", tc.name, err)
-		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("%s: the statement ended after %v", tc.name, took)
 		}
 	}
 	var v string
@@ -86,47 +82,26 @@ func TestCancelledContextEndsStatement(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := b.ExecContext(ctx, "SELECT pg_sleep(4) /* cancelled-statement-test */")
+		_, err := b.ExecContext(ctx, "SELECT pg_sleep(60) /* cancelled-statement-test */")
 		errc <- err
 	}()
 	running := func() int {
 		var n int
 		if err := d.Bun.QueryRowContext(context.Background(),
-			"SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%cancelled-statement-test%' AND pid <> pg_backend_pid()").Scan(&n); err != nil {
+			"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE '%cancelled-statement-test%' AND pid <> pg_backend_pid()").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	waitFor(t, "the statement to run", func() bool { return running() == 1 })
-	start := time.Now()
+	dbtest.WaitFor(t, 20*time.Second, "the statement to run", func() bool { return running() == 1 })
 	cancel()
-	select {
-	case err := <-errc:
-		if err == nil {
-			t.Fatal("a cancelled 4 s statement succeeded")
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the call did not return within 2 s of its context being cancelled")
+	// The statement sleeps a minute: only the cancel can end it, or make it fail, before then.
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled statement succeeded")
 	}
-	waitFor(t, "PostgreSQL to stop the statement", func() bool { return running() == 0 })
-	if took := time.Since(start); took > 3500*time.Millisecond {
-		t.Errorf("the statement ran %v after the cancel, want well under its 4 s", took)
-	} else {
-		t.Logf("PostgreSQL stopped the statement %v after the cancel", took.Round(time.Millisecond))
-	}
+	dbtest.WaitFor(t, 20*time.Second, "PostgreSQL to stop the statement", func() bool { return running() == 0 })
 	// The pool recovers: the next statement runs on a fresh connection.
 	if _, err := b.ExecContext(context.Background(), "SELECT 1"); err != nil {
 		t.Fatalf("statement after a cancelled one: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 5 s for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,14 +18,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
-	"asterion/jobs/feed"
-	"asterion/jobs/provider"
+	"asterion/jobs/jobstest"
 	"asterion/secretbox"
 )
 
@@ -77,59 +75,28 @@ type ownerServerOpts struct {
 	logs     *logBuffer
 }
 
-// startOwnerServer is startLiveServer with a configurable host policy, delivery settings and a
-// debug-level logger writing into logs (when set): the whole application on a real listener.
+// startOwnerServer is startLiveServerWith with a host policy, delivery settings and a
+// debug-level logger writing into logs (when set): the whole application on a real listener,
+// with the delivery owner registered and workers polling every 500 ms.
 func startOwnerServer(t *testing.T, o ownerServerOpts) *liveServer {
 	t.Helper()
-	d := dbtest.New(t)
-	log := testLogger()
+	cfg := liveServerConfig{
+		Jobs: func(c *jobs.Config) { c.Policy = o.policy },
+		Service: func(svc *jobs.Service) {
+			dcfg := o.delivery
+			dcfg.Jobs = svc
+			// The test receivers listen on 127.0.0.1, and their secrets are sealed with ownerTestKey.
+			dcfg.SecretKey, dcfg.AllowPrivate = secretbox.Static(ownerTestKey), true
+			if _, err := delivery.New(dcfg); err != nil {
+				t.Fatalf("delivery owner: %v", err)
+			}
+		},
+		Runtime: func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond },
+	}
 	if o.logs != nil {
-		log = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = slog.New(slog.NewTextHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	ids := identity.NewService(d.Bun)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Logger: log, Policy: o.policy,
-		Provider: provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})})
-	if err != nil {
-		t.Fatalf("jobs service: %v", err)
-	}
-	dcfg := o.delivery
-	dcfg.Jobs = svc
-	// The test receivers listen on 127.0.0.1, and their secrets are sealed with ownerTestKey.
-	dcfg.SecretKey, dcfg.AllowPrivate = secretbox.Static(ownerTestKey), true
-	if _, err := delivery.New(dcfg); err != nil {
-		t.Fatalf("delivery owner: %v", err)
-	}
-	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1, PollEvery: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("jobs runtime: %v", err)
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatalf("start runtime: %v", err)
-	}
-	hub := feed.NewHub(d.Pool, d.Bun, log)
-	stopHub := hub.Start(context.Background())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log,
-		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }})
-	serveCtx, serveCancel := context.WithCancel(context.Background())
-	f := &liveServer{Base: "http://" + ln.Addr().String(), DB: d, IDs: ids, Jobs: svc, Hub: hub,
-		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
-		serveCancel: serveCancel, serveDone: make(chan error, 1)}
-	go func() { f.serveDone <- srv.Serve(serveCtx, ln) }()
-	t.Cleanup(func() {
-		if _, late, err := f.shutdown(); late || err != nil {
-			t.Errorf("serve: %v (late %v)", err, late)
-		}
-		f.client.CloseIdleConnections()
-		if err := rt.Stop(context.Background(), time.Second); err != nil {
-			t.Errorf("stop runtime: %v", err)
-		}
-		stopHub()
-	})
-	return f
+	return startLiveServerWith(t, cfg)
 }
 
 // chainAccepted is the 202 answer to POST /chains.
@@ -210,19 +177,12 @@ func decodeChainDoc(t *testing.T, r liveResp) chainDoc {
 
 func (f *liveServer) waitChain(t *testing.T, u liveUser, id string, states ...string) chainDoc {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c := f.getChain(t, u, id)
-		for _, s := range states {
-			if c.State == s {
-				return c
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chain %s is %s after 20 s, want %v", id, c.State, states)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var c chainDoc
+	jobstest.WaitFor(t, 20*time.Second, fmt.Sprintf("chain %s to be one of %v", id, states), func() bool {
+		c = f.getChain(t, u, id)
+		return slices.Contains(states, c.State)
+	})
+	return c
 }
 
 // status reads GET <status_href> as u and validates it.
@@ -491,20 +451,12 @@ func TestMarkerNeverInRegistryOrChainAnswersOrLogs(t *testing.T) {
 		t.Fatalf("the continuation marker is in %d continuations (%v): the test would prove nothing", inCont, err)
 	}
 	// Let the deliveries of the succeeded prompts happen, so they are read too.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var open int
+	jobstest.WaitFor(t, 20*time.Second, "the three deliveries to be delivered", func() bool {
+		var open, all int
 		_ = f.DB.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_delivery WHERE state <> 'delivered'").Scan(&open)
-		var all int
 		_ = f.DB.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_delivery").Scan(&all)
-		if open == 0 && all == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deliveries: %d of %d still open", open, all)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return open == 0 && all == 3
+	})
 
 	readAll := func() {
 		for _, who := range []liveUser{u, op} {
@@ -628,11 +580,7 @@ func TestDeliveryCancelRefusedThroughAPI(t *testing.T) {
 		t.Errorf("409 reason %v (%+v)", reason, p)
 	}
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for f.status(t, u, id)["status"] != "completed" {
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery did not complete after the receiver answered")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	jobstest.WaitFor(t, 20*time.Second, "the delivery to complete after the receiver answered", func() bool {
+		return f.status(t, u, id)["status"] == "completed"
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs/deferred"
+	"asterion/jobs/jobstest"
 )
 
 // etaDoc is what the tests read of a handle or a status document.
@@ -93,14 +94,13 @@ func TestETAOnHandlesAndStatus(t *testing.T) {
 		f.waitJob(t, u, sub.JobID, "succeeded")
 	}
 	// The registry settles the operation with the job; wait for its status to say so.
-	deadline := time.Now().Add(20 * time.Second)
-	for st.Status != "completed" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the operation is still %s after its job succeeded", st.Status)
+	jobstest.WaitFor(t, 20*time.Second, "the operation to complete after its job succeeded", func() bool {
+		if st.Status == "completed" {
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
 		st, sr = statusOf(last)
-	}
+		return st.Status == "completed"
+	})
 	if st.ETA != nil || st.RetryAfter != nil || sr.Header.Get("Retry-After") != "" {
 		t.Errorf("terminal status carries an estimate: %s (Retry-After %q)", sr.Body, sr.Header.Get("Retry-After"))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/output"
 	"asterion/jobs/usage"
 )
@@ -75,14 +76,9 @@ func TestJobDocumentCarriesUsageAndProgress(t *testing.T) {
 		t.Errorf("a plain succeeded job: %+v", d)
 	}
 
-	long := f.submit(t, u, "long #sim:tokens=200 #sim:latency=20s")
-	deadline := time.Now().Add(20 * time.Second)
-	for get(long.JobID).Progress.OutputChunks < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no progress on the running job")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Ten minutes of answer: the cancel below lands mid-answer however slow the machine.
+	long := f.submit(t, u, "long #sim:tokens=20000 #sim:latency=10m")
+	jobstest.WaitFor(t, 20*time.Second, "progress on the running job", func() bool { return get(long.JobID).Progress.OutputChunks >= 2 })
 	running := get(long.JobID)
 	if len(running.Attempts) != 1 || running.Attempts[0].FinishedAt != nil || running.Attempts[0].Usage.OutputTokens < 1 {
 		t.Errorf("running attempt %+v", running.Attempts)

@@ -15,6 +15,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs/deferred"
+	"asterion/jobs/jobstest"
 )
 
 // liveJobList is GET /sa-core/v1/jobs.
@@ -302,9 +303,8 @@ func TestCancelAndRetry(t *testing.T) {
 // executes it any more.
 func (f *liveServer) waitRiverFinalized(t *testing.T, jobIDs ...string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	for _, id := range jobIDs {
-		for {
+		jobstest.WaitFor(t, 20*time.Second, "the river job of "+id+" to be finalized", func() bool {
 			var all, open int
 			err := f.DB.Bun.QueryRowContext(context.Background(),
 				"SELECT count(*), count(*) FILTER (WHERE finalized_at IS NULL) FROM river_job WHERE args->>'job_id' = ?", id).Scan(&all, &open)
@@ -314,13 +314,7 @@ func (f *liveServer) waitRiverFinalized(t *testing.T, jobIDs ...string) {
 			if all == 0 {
 				t.Fatalf("job %s has no river job", id)
 			}
-			if open == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the river job of %s is not finalized after 20 s", id)
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
+			return open == 0
+		})
 	}
 }

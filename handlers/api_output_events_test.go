@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
-	"asterion/jobs/feed"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
@@ -50,32 +48,19 @@ func liveOutputConfig(t *testing.T) liveServerConfig {
 // feeds are concerned: its own change-feed and output hubs) and returns its base URL.
 func secondServer(t *testing.T, f *liveServer) string {
 	t.Helper()
-	log := testLogger()
+	var out *output.Hub
 	// It runs no workers: its provider is never called.
-	svc, err := jobs.NewService(jobs.Config{DB: f.DB.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := feed.NewHub(f.DB.Pool, f.DB.Bun, log)
-	t.Cleanup(hub.Start(context.Background()))
-	out, err := output.NewHub(output.HubConfig{DB: f.DB.Bun, Pool: f.DB.Pool, Tag: "second-server", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(out.Start(context.Background()))
-	<-hub.Ready()
-	<-out.Ready()
-	srv := New(Deps{Identity: f.IDs, Jobs: svc, Hub: hub, Output: out, Logger: log,
-		Ready: func(ctx context.Context) error { return f.DB.Bun.PingContext(ctx) }})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String()
+	second := startLiveServerWith(t, liveServerConfig{DB: f.DB, HoldWorkers: true, Provider: provider.NewSim(provider.SimConfig{}),
+		Deps: func(d *dbtest.DB, deps *Deps) {
+			var err error
+			if out, err = output.NewHub(output.HubConfig{DB: d.Bun, Pool: d.Pool, Tag: "second-server", Logger: deps.Logger}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(out.Start(context.Background()))
+			<-out.Ready()
+			deps.Output = out
+		}})
+	return second.Base
 }
 
 // outputEvents reads events of an output stream until n outputs arrived (n < 0: until its end

@@ -15,6 +15,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -82,17 +83,7 @@ func (a *appServer) jobState(t *testing.T, promptID string) string {
 // waitJobState polls the database until the newest job of a prompt is in state.
 func (a *appServer) waitJobState(t *testing.T, promptID, state string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		st := a.jobState(t, promptID)
-		if st == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prompt %s: job is %s after %v, want %s", promptID, st, within, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	jobstest.WaitFor(t, within, "the job of prompt "+promptID+" to be "+state, func() bool { return a.jobState(t, promptID) == state })
 }
 
 // browserSlot lets one browser test drive Chromium at a time.

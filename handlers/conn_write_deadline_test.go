@@ -16,6 +16,7 @@ import (
 
 	"asterion/db/dbtest"
 	"asterion/identity"
+	"asterion/jobs/jobstest"
 )
 
 // bigAnswerServer serves New's application with a registry whose exposition is about size
@@ -77,7 +78,7 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 // openConns waits until s's listener holds n connections from loopback, or fails after within.
 func waitOpenConns(t *testing.T, s *Server, n int, within time.Duration) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("%d open connections", n), within, func() bool {
+	jobstest.WaitFor(t, within, fmt.Sprintf("%d open connections", n), func() bool {
 		g := s.conns.Load()
 		return g != nil && g.openConns("127.0.0.1") == n
 	})

@@ -17,8 +17,6 @@ import (
 
 	"asterion/db/dbtest"
 	"asterion/identity"
-	"asterion/jobs"
-	"asterion/jobs/provider"
 )
 
 // testEnv is one server over its own database with a real identity service.
@@ -39,11 +37,7 @@ func newTestEnv(t *testing.T, deps Deps) *testEnv {
 	}
 	if deps.Jobs == nil {
 		// The pages read through the jobs service (no workers, no hub: nothing here runs jobs).
-		svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: deps.Logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deps.Jobs = svc
+		deps.Jobs = newTestJobs(t, d, nil, deps.Logger)
 	}
 	return &testEnv{srv: New(deps), ids: ids, db: d}
 }

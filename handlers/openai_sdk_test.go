@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/usage"
 )
 
@@ -213,17 +215,11 @@ func TestFrontDoorCallerThatLeavesCancelsItsJob(t *testing.T) {
 				done <- err
 			}()
 			// The caller waits with no header yet: find its job by its text.
-			deadline := time.Now().Add(20 * time.Second)
-			for jobID == "" && time.Now().Before(deadline) {
+			jobstest.WaitFor(t, 20*time.Second, "the waiting caller's job to run", func() bool {
 				_ = f.DB.Bun.QueryRowContext(context.Background(), `SELECT j.id::text FROM sa_job j JOIN sa_entity p ON p.id = j.prompt_id
 					WHERE p.body = 'wait forever #sim:hang' AND j.state = 'running' AND j.created_by = ?`, u.ID).Scan(&jobID)
-				if jobID == "" {
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-			if jobID == "" {
-				t.Fatal("the waiting caller's job never ran")
-			}
+				return jobID != ""
+			})
 			cancel()
 			<-done
 		}
@@ -232,17 +228,14 @@ func TestFrontDoorCallerThatLeavesCancelsItsJob(t *testing.T) {
 		}
 		// The attempt is recorded once the provider call returns, which a hanging sim call
 		// does only when its context is cancelled.
-		deadline := time.Now().Add(20 * time.Second)
-		for attempts := 0; attempts == 0; {
+		jobstest.WaitFor(t, 20*time.Second, fmt.Sprintf("the provider call of job %s (streamed %v) to return", jobID, streamed), func() bool {
+			var attempts int
 			if err := f.DB.Bun.QueryRowContext(context.Background(), "SELECT count(*) FROM sa_attempt WHERE job_id = ?", jobID).
 				Scan(&attempts); err != nil {
 				t.Fatal(err)
 			}
-			if attempts == 0 && time.Now().After(deadline) {
-				t.Fatalf("streamed %v: the provider call of job %s never returned", streamed, jobID)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return attempts > 0
+		})
 	}
 }
 

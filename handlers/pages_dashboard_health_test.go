@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"asterion/jobs/jobstest"
 )
 
 // TestDashboardHealth covers the queue-health page: counts, charts, banners.
@@ -29,16 +31,9 @@ func TestDashboardHealth(t *testing.T) {
 
 	// With workers, the queue drains; the no-worker banner goes and the chart has data.
 	e.StartWorkers(t)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	jobstest.WaitFor(t, 20*time.Second, "the health panel to show live workers, no banner and finished jobs", func() bool {
 		r = e.get(t, f.adm, "/admin/health/panel")
-		if strings.Contains(r.body, `data-alive="true"`) && !strings.Contains(r.body, `data-banner="`) &&
-			strings.Contains(r.body, "<rect") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health never showed live workers, no banner and finished jobs:\n%.4000s", r.body)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return strings.Contains(r.body, `data-alive="true"`) && !strings.Contains(r.body, `data-banner="`) &&
+			strings.Contains(r.body, "<rect")
+	})
 }

@@ -58,12 +58,14 @@ func TestJobPageStreamFollowsOutput(t *testing.T) {
 	f := startLiveServerWith(t, liveOutputConfig(t))
 	u := f.user(t, "acme", "mel", identity.RoleMember)
 	op := f.user(t, "acme", "olga", identity.RoleOperator)
-	sub := f.submit(t, u, "narrate slowly #sim:tokens=30 #sim:latency=3s")
+	// Ten minutes of answer, a word every 20 ms: the job is still running after the
+	// three refreshes the test reads, however slow the machine (a 3 s answer could end first).
+	sub := f.submit(t, u, "narrate slowly #sim:tokens=30000 #sim:latency=10m")
 	f.waitJob(t, u, sub.JobID, "running")
 	events := f.openEvents(t, "/admin/jobs/"+sub.JobID+"/events", op.Tok)
 	deadline := time.Now().Add(30 * time.Second)
 	var counts []int
-	for {
+	for len(counts) < 3 {
 		e, ok := events.nextEvent(deadline)
 		if !ok {
 			t.Fatalf("stream ended after refreshes showing %v chunks", counts)

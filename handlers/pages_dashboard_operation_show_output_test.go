@@ -24,7 +24,9 @@ func TestOperationPageFollowsItsJobsOutput(t *testing.T) {
 	u := f.user(t, "acme", "mel", identity.RoleMember)
 	op := f.user(t, "acme", "olga", identity.RoleOperator)
 	stranger := f.user(t, "globex", "gus", identity.RoleOperator)
-	sub := f.submit(t, u, "narrate slowly #sim:tokens=30 #sim:latency=3s")
+	// Ten minutes of answer, a word every 20 ms: the job is still running after the
+	// three refreshes the test reads, however slow the machine (a 3 s answer could end first).
+	sub := f.submit(t, u, "narrate slowly #sim:tokens=30000 #sim:latency=10m")
 	path := "/admin/deferred-operations/" + operationOf(t, sub.Operation)
 	f.waitJob(t, u, sub.JobID, "running")
 
@@ -41,7 +43,7 @@ func TestOperationPageFollowsItsJobsOutput(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var counts []int
 	var texts []string
-	for {
+	for len(counts) < 3 {
 		e, ok := events.nextEvent(deadline)
 		if !ok {
 			t.Fatalf("stream ended after refreshes showing %v chunks", counts)

@@ -11,10 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs"
-	"asterion/jobs/provider"
 )
 
 // missionEnv is the real application over its own database, with a jobs service but no
@@ -26,14 +24,8 @@ type missionEnv struct {
 
 func newMissionEnv(t *testing.T) *missionEnv {
 	t.Helper()
-	d := dbtest.New(t)
-	svc, err := jobs.NewService(jobs.Config{DB: d.Bun, Provider: provider.NewSim(provider.SimConfig{}), Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := identity.NewService(d.Bun)
-	srv := New(Deps{Identity: ids, Jobs: svc, Logger: testLogger()})
-	return &missionEnv{testEnv: &testEnv{srv: srv, ids: ids, db: d}, jobs: svc}
+	e := newTestEnv(t, Deps{Logger: testLogger()})
+	return &missionEnv{testEnv: e, jobs: e.srv.deps.Jobs}
 }
 
 // member creates a user with a password, signs it in, and returns its browser and viewer.

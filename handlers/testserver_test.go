@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/feed"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -55,7 +57,9 @@ type liveServer struct {
 	serveLate bool
 }
 
-// liveServerConfig changes the defaults of startLiveServerWith.
+// liveServerConfig changes the defaults of startLiveServerWith, the one way the package's
+// tests build a served application (newTestEnv builds the same service and server without a
+// listener, for app.Test).
 type liveServerConfig struct {
 	// Provider defaults to the sim provider with a 20–50 ms latency.
 	Provider provider.Provider
@@ -66,8 +70,39 @@ type liveServerConfig struct {
 	Deps func(d *dbtest.DB, deps *Deps)
 	// Jobs changes the jobs service's configuration before it is built.
 	Jobs func(cfg *jobs.Config)
+	// Service runs on the jobs service once it is built, before the workers start (to register
+	// an owner of deferred operations, say).
+	Service func(svc *jobs.Service)
+	// Runtime changes the worker runtime's configuration before it is built.
+	Runtime func(cfg *jobs.RuntimeConfig)
 	// Streams are the server's stream limits.
 	Streams StreamConfig
+	// Logger is the logger of everything; default testLogger().
+	Logger *slog.Logger
+	// DB, when set, is served instead of a fresh database: a second server over the first
+	// one's database is another process as far as the feeds are concerned. The database is
+	// then not dropped with this server.
+	DB *dbtest.DB
+}
+
+// newTestJobs builds the jobs service of a test server over d: prov (default the sim without
+// latency), log, and what mods change.
+func newTestJobs(t *testing.T, d *dbtest.DB, prov provider.Provider, log *slog.Logger, mods ...func(*jobs.Config)) *jobs.Service {
+	t.Helper()
+	if prov == nil {
+		prov = provider.NewSim(provider.SimConfig{})
+	}
+	cfg := jobs.Config{DB: d.Bun, Provider: prov, Logger: log}
+	for _, m := range mods {
+		if m != nil {
+			m(&cfg)
+		}
+	}
+	svc, err := jobs.NewService(cfg)
+	if err != nil {
+		t.Fatalf("jobs service: %v", err)
+	}
+	return svc
 }
 
 // liveUser is a user with an API token.
@@ -99,21 +134,27 @@ func startLiveServer(t *testing.T) *liveServer {
 // startLiveServerWith starts everything as cfg says.
 func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	t.Helper()
-	d := dbtest.New(t)
-	log := testLogger()
+	d := cfg.DB
+	if d == nil {
+		d = dbtest.New(t)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = testLogger()
+	}
 	if cfg.Provider == nil {
 		cfg.Provider = provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
 	}
 	ids := identity.NewService(d.Bun)
-	jcfg := jobs.Config{DB: d.Bun, Provider: cfg.Provider, Logger: log}
-	if cfg.Jobs != nil {
-		cfg.Jobs(&jcfg)
+	svc := newTestJobs(t, d, cfg.Provider, log, cfg.Jobs)
+	if cfg.Service != nil {
+		cfg.Service(svc)
 	}
-	svc, err := jobs.NewService(jcfg)
-	if err != nil {
-		t.Fatalf("jobs service: %v", err)
+	rcfg := jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1}
+	if cfg.Runtime != nil {
+		cfg.Runtime(&rcfg)
 	}
-	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1})
+	rt, err := jobs.NewRuntime(svc, rcfg)
 	if err != nil {
 		t.Fatalf("jobs runtime: %v", err)
 	}
@@ -140,12 +181,15 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	}
 	go func() { f.serveDone <- srv.Serve(serveCtx, ln) }()
 	t.Cleanup(func() {
+		// The test's client leaves first, as clients do before a server stops: its idle
+		// keep-alive connections would otherwise be the server's to close, each lingering
+		// until the client notices.
+		f.client.CloseIdleConnections()
 		if took, late, err := f.shutdown(); late {
 			t.Errorf("Serve did not return within 15 s of shutdown")
 		} else if err != nil {
 			t.Errorf("Serve returned %v after %v", err, took)
 		}
-		f.client.CloseIdleConnections()
 		select {
 		case <-f.started:
 			if err := rt.Stop(context.Background(), time.Second); err != nil {
@@ -332,19 +376,12 @@ func (f *liveServer) job(t *testing.T, u liveUser, id string) liveJob {
 // waitJob polls the job until its state is one of states.
 func (f *liveServer) waitJob(t *testing.T, u liveUser, id string, states ...string) liveJob {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		j := f.job(t, u, id)
-		for _, s := range states {
-			if j.State == s {
-				return j
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s is %s after 20 s, want one of %v", id, j.State, states)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	var j liveJob
+	jobstest.WaitFor(t, 20*time.Second, fmt.Sprintf("job %s to be one of %v", id, states), func() bool {
+		j = f.job(t, u, id)
+		return slices.Contains(states, j.State)
+	})
+	return j
 }
 
 // rowCounts counts the rows a submission writes. Entities are counted as prompts only: the
@@ -369,20 +406,13 @@ func (f *liveServer) rowCounts(t *testing.T) map[string]int {
 // waitSequenced waits until every change-feed event written so far has its number.
 func (f *liveServer) waitSequenced(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	jobstest.WaitFor(t, 10*time.Second, "every change-feed event to be numbered", func() bool {
 		var n int
 		if err := f.DB.Bun.QueryRowContext(context.Background(), "SELECT count(*) FROM sa_event WHERE seq IS NULL").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d change-feed events still unnumbered after 10 s", n)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return n == 0
+	})
 }
 
 func mustDecode[T any](t *testing.T, b []byte) T {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"asterion/jobs/jobstest"
 )
 
 // slowPost writes head, then up to total bytes of body in 8 KiB pieces, looking for an answer
@@ -148,20 +150,13 @@ func TestConnectionsPerAddressCapped(t *testing.T) {
 		t.Fatalf("an open connection after the refusal: %v %v", resp, err)
 	}
 	open[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	jobstest.WaitFor(t, 20*time.Second, "a connection served after one of three closed", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp, err := get(c)
 		c.Close()
-		if err == nil && resp.StatusCode == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection served 5 s after one of three closed: %v %v", resp, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/usage"
 )
 
@@ -29,10 +30,10 @@ func withMeter(t *testing.T, m **usage.Meter) func(*jobs.Config) {
 func TestAttemptUsage(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m))
-	startRuntime(t, e, e.S, 2)
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("count these four words #sim:tokens=7 #sim:fail=provider_5xx:1")
-	waitFor(t, 30*time.Second, "the job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
+	jobstest.WaitFor(t, 30*time.Second, "the job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
 	rows, total, err := m.JobAttempts(context.Background(), sub.JobID)
 	if err != nil {
 		t.Fatal(err)
@@ -55,15 +56,15 @@ func TestAttemptUsage(t *testing.T) {
 func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m), withOutput(t))
-	startRuntime(t, e, e.S, 1)
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m), withOutput(t))
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	sub := e.Submit("cut me #sim:tokens=100 #sim:latency=20s")
-	waitFor(t, 20*time.Second, "output to flow", func() bool { return len(e.output(e.Job(sub.JobID))) >= 2 })
+	jobstest.WaitFor(t, 20*time.Second, "output to flow", func() bool { return len(e.output(e.Job(sub.JobID))) >= 2 })
 	if _, err := e.S.Cancel(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	var rows []db.Attempt
-	waitFor(t, 10*time.Second, "the cut attempt's usage", func() bool {
+	jobstest.WaitFor(t, 10*time.Second, "the cut attempt's usage", func() bool {
 		var err error
 		rows, _, err = m.JobAttempts(context.Background(), sub.JobID)
 		return err == nil && len(rows) == 1

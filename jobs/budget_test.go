@@ -42,7 +42,7 @@ func asBudgetRefusal(t *testing.T, what string, err error) *admit.BudgetExhauste
 func TestBudgetReservedAtSubmit(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m))
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
 	ctx := context.Background()
 	setBudget(t, m, e.O, 10)
 	first := e.Submit("the first is admitted")
@@ -59,7 +59,7 @@ func TestBudgetReservedAtSubmit(t *testing.T) {
 	if want := int(time.Until(end).Seconds()); be.RetryAfter() < want-5 || be.RetryAfter() > want+5 {
 		t.Errorf("RetryAfter %d, want about %d", be.RetryAfter(), want)
 	}
-	other, otherUser := createOrgUser(t, e.D.Bun, "member")
+	other, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "member")
 	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: other, UserID: otherUser},
 		Prompt: "another org is not held"}); err != nil {
 		t.Errorf("another org: %v", err)
@@ -82,14 +82,14 @@ func TestBudgetReservedAtSubmit(t *testing.T) {
 func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m))
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
 	ctx := context.Background()
 	second, err := db.Open(ctx, db.OpenConfig{URL: e.D.URL, WaitFor: 5 * time.Second, MaxOpenConns: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = second.Close() })
-	other := jobstest.NewService(t, &dbtest.DB{Bun: second, Pool: e.D.Pool, URL: e.D.URL}, instantSim())
+	other := jobstest.NewService(t, &dbtest.DB{Bun: second, Pool: e.D.Pool, URL: e.D.URL}, jobstest.InstantSim())
 
 	probe := e.Submit("prompt 00")
 	estimate := int64(e.Job(probe.JobID).BudgetTokens)
@@ -141,7 +141,7 @@ func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 	if reservedSum > budget+estimate {
 		t.Errorf("the admitted jobs reserve %d tokens, more than the budget %d plus one job", reservedSum, budget)
 	}
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	for _, id := range admitted {
 		e.WaitState(id, jobs.StateSucceeded, 30*time.Second)
 	}
@@ -159,7 +159,7 @@ func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 func TestBudgetCheckedAtStart(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m))
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
 	ctx := context.Background()
 	at := time.Now().Add(time.Second)
 	var ids []uuid.UUID
@@ -169,18 +169,18 @@ func TestBudgetCheckedAtStart(t *testing.T) {
 	}
 	estimate := int64(e.Job(ids[0]).BudgetTokens)
 	setBudget(t, m, e.O, 2*estimate+1)
-	startRuntime(t, e, e.S, 8)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 8)
 	count := func(state, waiting string) int {
 		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = ? AND coalesce(waiting_for, '') = ?", e.O, state, waiting)
 	}
-	waitFor(t, 60*time.Second, "five jobs to wait for the budget", func() bool {
+	jobstest.WaitFor(t, 60*time.Second, "five jobs to wait for the budget", func() bool {
 		return count("queued", jobs.WaitingBudget) == 5
 	})
 	if running := count("running", ""); running != 3 {
 		t.Errorf("%d jobs running beside the five waiting, want 3", running)
 	}
 	setBudget(t, m, e.O, 0)
-	waitFor(t, 60*time.Second, "all eight to start once the budget is cleared", func() bool {
+	jobstest.WaitFor(t, 60*time.Second, "all eight to start once the budget is cleared", func() bool {
 		return count("running", "") == 8
 	})
 	for _, id := range ids {
@@ -213,7 +213,7 @@ func budgetCounters(t *testing.T, e *tenv, org int64) (reserved, running, wantRe
 func TestBudgetSeededWhileJobsAreWritten(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withMeter(t, &m))
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
 	ctx := context.Background()
 	var (
 		wg       sync.WaitGroup
@@ -259,7 +259,7 @@ func TestBudgetSeededWhileJobsAreWritten(t *testing.T) {
 	if reserved, _, want, _ := budgetCounters(t, e, e.O); reserved != want {
 		t.Fatalf("after cancelling five, the budget row holds %d reserved, the jobs %d", reserved, want)
 	}
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	for _, id := range ids[5:] {
 		e.WaitState(id, jobs.StateSucceeded, 60*time.Second)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -19,7 +20,7 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 	fake := newFake(nil)
 	e := newEnv(t, fake)
 	ctx := context.Background()
-	rt := newRuntime(t, e, e.S, 1)
+	rt := jobstest.NewRuntime(t, e.D.Pool, e.S, 1)
 	doomed := e.Submit("cancel me")
 	after := e.Submit("run me")
 	actor := jobs.Actor{UserID: &e.U, Name: "member"}
@@ -49,7 +50,11 @@ func TestCancelQueuedNeverRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitState(after.JobID, jobs.StateSucceeded, 20*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	// The workers ran a job submitted after the doomed one, and River holds the doomed one's
+	// vehicle cancelled, so it never runs: the provider can no longer be called for it.
+	if st := e.RiverState(*e.Job(doomed.JobID).RiverJobID); st != "cancelled" {
+		t.Fatalf("the cancelled job's River job is %s, want cancelled", st)
+	}
 	if n := fake.callsFor(doomed.JobID); n != 0 {
 		t.Fatalf("provider called %d times for a cancelled job", n)
 	}
@@ -72,12 +77,12 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 	})
 	e := newEnv(t, fake, func(c *jobs.Config) { c.HeartbeatInterval = time.Hour })
 	ctx := context.Background()
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	s := e.Submit("long running #sim:hang")
 	c := fake.waitCall(t, 10*time.Second)
 	e.WaitState(s.JobID, jobs.StateRunning, 5*time.Second)
 
-	other := e.service(instantSim())
+	other := e.service(jobstest.InstantSim())
 	start := time.Now()
 	j, err := other.Cancel(ctx, e.Op, s.JobID, jobs.Actor{Name: "operator"})
 	if err != nil {
@@ -93,7 +98,7 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 		t.Fatal("the provider's context was not cancelled within 5 s")
 	}
 	rid := *j.RiverJobID
-	waitFor(t, 10*time.Second, "river job cancelled", func() bool { return e.RiverState(rid) == "cancelled" })
+	jobstest.WaitFor(t, 10*time.Second, "river job cancelled", func() bool { return e.RiverState(rid) == "cancelled" })
 	j = e.Job(s.JobID)
 	if j.State != "cancelled" || j.ResponseID != nil || j.Attempt != 1 {
 		t.Fatalf("after the worker gave up: %+v", j)
@@ -116,14 +121,14 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 // missing id answer ErrNotFound and change nothing; an operator of the org may cancel.
 func TestCancelVisibility(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
-	rt := newRuntime(t, e, e.S, 1)
+	rt := jobstest.NewRuntime(t, e.D.Pool, e.S, 1)
 	done := e.Submit("finish first")
 	queued := e.Submit("stay queued", func(r *jobs.SubmitRequest) { r.Priority = intp(100) })
 
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
-	sameOrgMember := createUser(t, e.D.Bun, e.O, "member")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "operator")
+	sameOrgMember := jobstest.CreateUser(t, e.D.Bun, e.O, "member")
 	for name, v := range map[string]jobs.Viewer{
 		"another org's operator": {OrgID: otherOrg, UserID: otherUser, OrgWide: true},
 		"another member":         {OrgID: e.O, UserID: sameOrgMember},

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -23,13 +24,13 @@ func TestETAAccuracy(t *testing.T) {
 	}
 	t.Parallel()
 	e := newEnv(t, provider.NewSim(provider.SimConfig{}))
-	startRuntime(t, e, e.S, 10)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 10)
 	ctx := context.Background()
 	var warm []uuid.UUID
 	for i := range 10 {
 		warm = append(warm, e.Submit(fmt.Sprintf("warm-up %d #sim:latency=1s", i)).JobID)
 	}
-	waitFor(t, 30*time.Second, "the warm-up wave", func() bool {
+	jobstest.WaitFor(t, 30*time.Second, "the warm-up wave", func() bool {
 		for _, id := range warm {
 			if e.Job(id).State != "succeeded" {
 				return false
@@ -53,7 +54,7 @@ func TestETAAccuracy(t *testing.T) {
 		}
 		ids[i], etas[i] = sub.JobID, eta.Seconds
 	}
-	waitFor(t, 2*time.Minute, "every prompt to succeed", func() bool {
+	jobstest.WaitFor(t, 2*time.Minute, "every prompt to succeed", func() bool {
 		return e.Job(ids[n-1]).State == "succeeded"
 	})
 	var ratios []float64
@@ -61,7 +62,7 @@ func TestETAAccuracy(t *testing.T) {
 	for i, id := range ids {
 		j := e.Job(id)
 		if j.StartedAt == nil {
-			waitFor(t, time.Minute, "prompt to start", func() bool { return e.Job(id).StartedAt != nil })
+			jobstest.WaitFor(t, time.Minute, "prompt to start", func() bool { return e.Job(id).StartedAt != nil })
 			j = e.Job(id)
 		}
 		actual := j.StartedAt.Sub(j.CreatedAt)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 )
 
 // TestArrivalPlacesEachSubmitBehindTheQueue: the estimate a 202 carries places each new job
@@ -13,7 +14,7 @@ import (
 // worker and no run measured yet, each job ahead costs the default run of 2 s.
 func TestArrivalPlacesEachSubmitBehindTheQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	urgent := 0
 	var last jobs.Submitted

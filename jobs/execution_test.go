@@ -25,7 +25,7 @@ import (
 // the change feed delivering the three states in order.
 func TestAsyncExecutionProof(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	hub := startHub(t, e)
 	sub := hub.Subscribe(e.V.Scope(), 64)
@@ -77,7 +77,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 		t.Fatalf("history after accept: %+v", h)
 	}
 
-	rt := startRuntime(t, e, e.S, 2)
+	rt := jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	running := e.WaitState(s.JobID, jobs.StateRunning, 10*time.Second)
 	if running.WorkerClaim == nil || !strings.HasPrefix(*running.WorkerClaim, rt.ID()+"/") || running.ClaimedAt == nil ||
 		running.StartedAt == nil || running.RunningHeartbeatAt == nil || running.ResponseID != nil {
@@ -111,7 +111,7 @@ func TestAsyncExecutionProof(t *testing.T) {
 	if n := e.Count("SELECT count(*) FROM sa_audit WHERE action = 'job.succeeded' AND subject_type = 'job' AND subject_id = ?", s.JobID.String()); n != 1 {
 		t.Fatalf("%d audit rows, want 1", n)
 	}
-	waitFor(t, 10*time.Second, "river job completed", func() bool { return e.RiverState(*j.RiverJobID) == "completed" })
+	jobstest.WaitFor(t, 10*time.Second, "river job completed", func() bool { return e.RiverState(*j.RiverJobID) == "completed" })
 
 	// The operation completed with the response in its result and a verifiable history.
 	op = e.Operation(op.ID)
@@ -196,7 +196,7 @@ func TestPriorityQueueProof(t *testing.T) {
 	t.Parallel()
 	fake := newFake(nil)
 	e := newEnv(t, fake)
-	rt := newRuntime(t, e, e.S, 1)
+	rt := jobstest.NewRuntime(t, e.D.Pool, e.S, 1)
 	prios := []int{90, 50, 10, 45, 0, 100}
 	ids := map[string]int{}
 	var subs []jobs.Submitted
@@ -252,8 +252,8 @@ func TestPriorityQueueProof(t *testing.T) {
 // each to its own parent, keep their parent and correlation and run exactly once.
 func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.S, 8)
+	e := newEnv(t, jobstest.InstantSim())
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 8)
 	const n, g = 200, 20
 	ctx := context.Background()
 
@@ -398,7 +398,7 @@ func uuidArray(ids []uuid.UUID) string {
 // row that ends succeeded or failed without a River job or a retry.
 func TestRunSync(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	ok, err := e.S.RunSync(ctx, e.V, "  hello sync  ")
 	if err != nil {

@@ -8,23 +8,24 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/jobstest"
 )
 
 // TestExpiryHangingPromptEndsExpired: a #sim:hang prompt under a 2 s TTL policy is expired by
 // the leader's poller, and its job cancelled with error_kind expired.
 func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Policy = deferred.Policy{MaxTTL: 2 * time.Second} })
-	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond })
+	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.Policy = deferred.Policy{MaxTTL: 2 * time.Second} })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 500 * time.Millisecond })
 	start := time.Now()
 	sub := e.Submit("#sim:hang forever")
-	h := validHandleDoc(t, sub.Operation)
+	h := jobstest.ValidHandleDoc(t, sub.Operation)
 	if got := sub.Operation.ExpiresAt.Sub(sub.Operation.AcceptedAt); got != 2*time.Second {
 		t.Fatalf("TTL %s, want the configured 2 s (handle %v)", got, h)
 	}
 	e.WaitState(sub.JobID, jobs.StateRunning, 10*time.Second)
 	var op = e.Operation(sub.Operation.OperationID)
-	waitFor(t, 15*time.Second, "the operation to expire", func() bool {
+	jobstest.WaitFor(t, 15*time.Second, "the operation to expire", func() bool {
 		op = e.Operation(sub.Operation.OperationID)
 		return op.Status == "expired"
 	})
@@ -37,7 +38,7 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	if strv(j.ErrorKind) != "expired" {
 		t.Errorf("job error_kind %q, want expired", strv(j.ErrorKind))
 	}
-	waitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.RiverState(*j.RiverJobID) == "cancelled" })
+	jobstest.WaitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.RiverState(*j.RiverJobID) == "cancelled" })
 	st := e.statusJSON(e.V, op.ID)
 	errObj, _ := st["error"].(map[string]any)
 	if st["status"] != "expired" || errObj["kind"] != "expired" {
@@ -51,7 +52,8 @@ func TestExpiryHangingPromptEndsExpired(t *testing.T) {
 	}
 	// Expired is terminal: the poller never touches it again.
 	polls := e.Operation(op.ID).PollCount
-	time.Sleep(1500 * time.Millisecond)
+	rounds := e.S.Stats().Rounds.Load()
+	jobstest.WaitFor(t, 20*time.Second, "two more rounds of the poller", func() bool { return e.S.Stats().Rounds.Load() >= rounds+2 })
 	if after := e.Operation(op.ID).PollCount; after != polls {
 		t.Errorf("poll_count moved from %d to %d after expiry", polls, after)
 	}
@@ -76,7 +78,7 @@ func TestPollScheduleOfMirroredOperations(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, instantSim(), func(cfg *jobs.Config) { cfg.Policy = deferred.Policy{MaxTTL: c.ttl, DefaultTTL: c.ttl} })
+			e := newEnv(t, jobstest.InstantSim(), func(cfg *jobs.Config) { cfg.Policy = deferred.Policy{MaxTTL: c.ttl, DefaultTTL: c.ttl} })
 			sub := e.Submit("scheduled " + c.name)
 			op := e.Operation(sub.Operation.OperationID)
 			if got := op.NextPollAt.Sub(op.AcceptedAt); got != c.wantIn {

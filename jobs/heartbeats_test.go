@@ -120,13 +120,7 @@ func TestHeartbeatsBeatOnTheirOwn(t *testing.T) {
 	id := runningJobRow(t, d, claim)
 	lost := make(chan struct{})
 	defer h.add(id, claim, nil, func() { close(lost) })()
-	deadline := time.Now().Add(10 * time.Second)
-	for !heartbeatAt(t, d, id).After(time.Now().Add(-time.Minute)) {
-		if time.Now().After(deadline) {
-			t.Fatal("never beaten")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, 10*time.Second, "the first beat", func() bool { return heartbeatAt(t, d, id).After(time.Now().Add(-time.Minute)) })
 	if _, err := d.Bun.NewRaw("UPDATE sa_job SET worker_claim = NULL WHERE id = ?", id).Exec(context.Background()); err != nil {
 		t.Fatal(err)
 	}

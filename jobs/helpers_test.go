@@ -9,21 +9,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/uptrace/bun"
 
 	"asterion/db"
 	"asterion/jobs"
-	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
-
-// discard is the logger of every test service: tests assert on rows, not log lines.
-var discard = jobstest.Discard
-
-// instantSim is the real sim provider without its random latency.
-func instantSim() provider.Provider { return jobstest.InstantSim() }
 
 // tenv is one test's database, org, users, service and read models (jobstest.Env), with the
 // helpers the tests of prompt execution add to it.
@@ -41,33 +33,10 @@ func (e *tenv) service(prov provider.Provider, mods ...func(*jobs.Config)) *jobs
 	return jobstest.NewService(e.T, e.D, prov, mods...)
 }
 
-// createOrgUser inserts an org and one user of role in it.
-func createOrgUser(t testing.TB, b *bun.DB, role string) (org, user int64) {
-	return jobstest.CreateOrgUser(t, b, role)
-}
-
-// createUser inserts a user of role into org.
-func createUser(t testing.TB, b *bun.DB, org int64, role string) (user int64) {
-	return jobstest.CreateUser(t, b, org, role)
-}
-
-// runtimeOpts adjust a RuntimeConfig.
-type runtimeOpt = func(*jobs.RuntimeConfig)
-
-// newRuntime builds a runtime that is not started yet; the test's cleanup stops it.
-func newRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	return jobstest.NewRuntime(t, e.D.Pool, svc, workers, opts...)
-}
-
-// startRuntime builds and starts a runtime; the test's cleanup stops it.
-func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	return jobstest.StartRuntime(t, e.D.Pool, svc, workers, opts...)
-}
-
 // startHub runs a change-feed hub until the test ends and waits until it listens.
 func startHub(t testing.TB, e *tenv) *feed.Hub {
 	t.Helper()
-	h := feed.NewHub(e.D.Pool, e.D.Bun, discard)
+	h := feed.NewHub(e.D.Pool, e.D.Bun, jobstest.Discard)
 	t.Cleanup(h.Start(context.Background()))
 	select {
 	case <-h.Ready():
@@ -75,11 +44,6 @@ func startHub(t testing.TB, e *tenv) *feed.Hub {
 		t.Fatal("hub never became ready")
 	}
 	return h
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	jobstest.WaitFor(t, timeout, what, cond)
 }
 
 func intp(n int) *int { return &n }
@@ -183,15 +147,7 @@ func (e *tenv) statusJSON(v jobs.Viewer, id uuid.UUID) map[string]any {
 	if err != nil {
 		e.T.Fatalf("status of %s: %v", id, err)
 	}
-	return validStatusDoc(e.T, doc)
-}
-
-func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
-	return jobstest.ValidStatusDoc(t, doc)
-}
-
-func validHandleDoc(t testing.TB, h deferred.Handle) map[string]any {
-	return jobstest.ValidHandleDoc(t, h)
+	return jobstest.ValidStatusDoc(e.T, doc)
 }
 
 func strv(s *string) string {

@@ -28,8 +28,10 @@ func TestWorkerStartsNoJobWhileASubmitIsInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, d, jobID := serviceWithOneJob(t, "intake", intake.Config{Yield: tc.maxWait})
-			inFlight := s.intake.Enter()
-			runOneWorker(t, s, d, jobID, tc.release, inFlight, "while a submit was in flight")
+			in := s.intake.(*intake.Intake)
+			inFlight := in.Enter()
+			parked := func() bool { return in.Parked() > 0 }
+			runOneWorker(t, s, d, jobID, tc.release, parked, inFlight, "while a submit was in flight")
 		})
 	}
 }
@@ -50,11 +52,14 @@ func TestWorkerClaimWaitsForTheLaneWhileSubmitsFlow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s, d, jobID := serviceWithOneJob(t, "lane", intake.Config{Yield: tc.maxWait, LaneWidth: 1})
-			hold := s.intake.(*intake.Intake).Lane().Enter(context.Background(), intake.Finish)
+			lane := s.intake.(*intake.Intake).Lane()
+			hold := lane.Enter(context.Background(), intake.Finish)
 			if !tc.narrow {
+				// Let the window after the submit pass (a sleep only ever lasts longer).
 				time.Sleep(2 * tc.maxWait)
 			}
-			runOneWorker(t, s, d, jobID, tc.narrow, hold, "while the lane was held")
+			waiting := func() bool { return lane.Waiting() > 0 }
+			runOneWorker(t, s, d, jobID, tc.narrow, waiting, hold, "while the lane was held")
 		})
 	}
 }
@@ -76,10 +81,11 @@ func serviceWithOneJob(t *testing.T, name string, cfg intake.Config) (*Service, 
 	return s, d, sub.JobID
 }
 
-// runOneWorker starts a one-worker runtime on s. When heldBack, it checks that the job stays
-// queued after River has handed it to the worker (why names what holds it), then calls
-// release; otherwise it releases at the end. Either way the job must then succeed.
-func runOneWorker(t *testing.T, s *Service, d *dbtest.DB, jobID uuid.UUID, heldBack bool, release func(), why string) {
+// runOneWorker starts a one-worker runtime on s. When heldBack, it waits for the signal that
+// the worker is held (held reports it), checks that the job is still queued then (why names
+// what holds it), and calls release; otherwise it releases at the end. Either way the job must
+// then succeed.
+func runOneWorker(t *testing.T, s *Service, d *dbtest.DB, jobID uuid.UUID, heldBack bool, held func() bool, release func(), why string) {
 	t.Helper()
 	ctx := context.Background()
 	rt, err := NewRuntime(s, RuntimeConfig{Pool: d.Pool, Workers: 1, PriorityCeiling: -1, ReclaimEvery: time.Hour})
@@ -98,12 +104,12 @@ func runOneWorker(t *testing.T, s *Service, d *dbtest.DB, jobID uuid.UUID, heldB
 		return job.State
 	}
 	if heldBack {
-		waitForCond(t, 15*time.Second, "River to hand the job to the worker", func() bool {
+		dbtest.WaitFor(t, 15*time.Second, "River to hand the job to the worker", func() bool {
 			var n int
 			_ = d.Bun.QueryRowContext(ctx, "SELECT count(*) FROM river_job WHERE state = 'running'").Scan(&n)
 			return n == 1
 		})
-		time.Sleep(200 * time.Millisecond)
+		dbtest.WaitFor(t, 15*time.Second, "the worker to be held "+why, held)
 		if got := state(); got != string(StateQueued) {
 			t.Fatalf("job %s %s; want it still queued", got, why)
 		}
@@ -111,5 +117,5 @@ func runOneWorker(t *testing.T, s *Service, d *dbtest.DB, jobID uuid.UUID, heldB
 	} else {
 		defer release()
 	}
-	waitForCond(t, 15*time.Second, "the job to succeed", func() bool { return state() == string(StateSucceeded) })
+	dbtest.WaitFor(t, 15*time.Second, "the job to succeed", func() bool { return state() == string(StateSucceeded) })
 }

@@ -11,6 +11,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -44,7 +45,7 @@ func TestSubmitMessages(t *testing.T) {
 	if want := provider.EstimateTokens("the second question") + 40; job.BudgetTokens != want {
 		t.Errorf("reservation %d, want the text's estimate plus max_tokens, %d", job.BudgetTokens, want)
 	}
-	startRuntime(t, e, e.S, 1)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	e.WaitState(sub.JobID, jobs.StateSucceeded, 30*time.Second)
 	retried, err := e.S.Retry(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"})
 	if err != nil {
@@ -71,7 +72,7 @@ func TestSubmitMessages(t *testing.T) {
 // TestSubmitMessagesRules: each rule of the conversation and the output options is a field
 // error naming the field, and nothing is written.
 func TestSubmitMessagesRules(t *testing.T) {
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	user := func(s string) jobs.Message { return jobs.Message{Role: jobs.RoleUser, Content: s} }
 	many := make([]jobs.Message, jobs.MaxMessages+1)
 	for i := range many {

@@ -8,6 +8,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
@@ -15,7 +16,7 @@ import (
 // withOutput gives a service a live output writer that flushes every 20 ms.
 func withOutput(t *testing.T) func(*jobs.Config) {
 	return func(cfg *jobs.Config) {
-		w, err := output.NewWriter(output.WriterConfig{DB: cfg.DB, Logger: discard, FlushEvery: 20 * time.Millisecond})
+		w, err := output.NewWriter(output.WriterConfig{DB: cfg.DB, Logger: jobstest.Discard, FlushEvery: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,10 +45,10 @@ func joined(cs []db.OutputChunk) string {
 // response is exactly their concatenation; archiving the job moves its output with it.
 func TestStreamedJobOutput(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), withOutput(t))
-	startRuntime(t, e, e.S, 2)
+	e := newEnv(t, jobstest.InstantSim(), withOutput(t))
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("write #sim:tokens=40 #sim:latency=400ms")
-	waitFor(t, 20*time.Second, "the job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
+	jobstest.WaitFor(t, 20*time.Second, "the job to succeed", func() bool { return e.Job(sub.JobID).State == "succeeded" })
 	job := e.Job(sub.JobID)
 	cs := e.output(job)
 	if len(cs) < 2 {
@@ -84,14 +85,15 @@ func TestStreamedJobOutput(t *testing.T) {
 // before it started records that instead.
 func TestCancelMidAnswerKeepsThePartialOutput(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), withOutput(t))
-	startRuntime(t, e, e.S, 2)
-	sub := e.Submit("long #sim:tokens=200 #sim:latency=20s")
-	waitFor(t, 20*time.Second, "the first chunks", func() bool {
+	e := newEnv(t, jobstest.InstantSim(), withOutput(t))
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
+	// The answer would run for ten minutes: an execution that ends within the test ended
+	// because of the cancel, and its output is a strict beginning of the answer.
+	sub := e.Submit("long #sim:tokens=2000 #sim:latency=10m")
+	jobstest.WaitFor(t, 20*time.Second, "the first chunks", func() bool {
 		j := e.Job(sub.JobID)
 		return j.State == "running" && len(e.output(j)) >= 2
 	})
-	start := time.Now()
 	if _, err := e.S.Cancel(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,17 +102,14 @@ func TestCancelMidAnswerKeepsThePartialOutput(t *testing.T) {
 		t.Fatalf("cancelled job: state %s outcome %v", job.State, job.CancelOutcome)
 	}
 	// The worker's execution ends once River's cancellation reaches it, with what it wrote.
-	waitFor(t, 10*time.Second, "the execution to end", func() bool {
+	jobstest.WaitFor(t, 30*time.Second, "the execution to end", func() bool {
 		var n int
 		_ = e.D.Bun.NewSelect().TableExpr("river_job").ColumnExpr("count(*)").Where("state = 'running'").Scan(context.Background(), &n)
 		return n == 0
 	})
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("the execution ended %v after the cancel", took)
-	}
 	partial := joined(e.output(job))
 	full := provider.NewSim(provider.SimConfig{})
-	resp, err := full.Complete(context.Background(), provider.Request{Text: "long #sim:tokens=200"})
+	resp, err := full.Complete(context.Background(), provider.Request{Text: "long #sim:tokens=2000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +123,7 @@ func TestCancelMidAnswerKeepsThePartialOutput(t *testing.T) {
 // that it never reached the provider.
 func TestCancelBeforeStartRecordsIt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	sub := e.Submit("never runs")
 	if _, err := e.S.Cancel(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/db/dbtest"
 	"asterion/jobs/deferred"
 	"asterion/jobs/registry"
 )
@@ -128,7 +129,7 @@ func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 		steady.OperationID); err != nil {
 		t.Fatal(err)
 	}
-	waitForCond(t, 15*time.Second, "the leader's poller to poll the steady operation twice", func() bool {
+	dbtest.WaitFor(t, 15*time.Second, "the leader's poller to poll the steady operation twice", func() bool {
 		var n int
 		_ = d.Bun.QueryRowContext(ctx, "SELECT poll_count FROM sa_operation WHERE id = ?", steady.OperationID).Scan(&n)
 		return n >= 2
@@ -146,17 +147,6 @@ func TestUnknownFromOwnerEndsPolling(t *testing.T) {
 	}
 	if len(hist) != 2 || hist[0].Status != "pending" || hist[1].Status != "unknown" {
 		t.Fatalf("history %+v, want pending then unknown", hist)
-	}
-}
-
-func waitForCond(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

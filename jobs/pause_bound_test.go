@@ -85,12 +85,12 @@ func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 	// production: otherwise its next attempt races the resume and pauses the model again.
 	realWait := func(cfg *jobs.Config) { cfg.Wait = func(d time.Duration) time.Duration { return d } }
 	e := newEnv(t, jobstest.InstantSim(), withMaxPause(t, 0, &g), realWait)
-	startRuntime(t, e, e.S, 4)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
 	ctx := context.Background()
 
 	attack := e.Submit("x #sim:fail=rate_limit #sim:retry_after=9000000000")
 	var st governor.State
-	waitFor(t, 30*time.Second, "the sim's 429 to pause the model", func() bool {
+	jobstest.WaitFor(t, 30*time.Second, "the sim's 429 to pause the model", func() bool {
 		var ok bool
 		st, ok = modelState(t, g, provider.SimModel)
 		return ok && st.ProviderPaused()
@@ -102,7 +102,7 @@ func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 		t.Errorf("pause role %q, want %q", st.PauseRole(), governor.RoleProvider)
 	}
 	// The 429's own retry (after its Retry-After) is bounded the same way.
-	waitFor(t, 30*time.Second, "the limited job to be queued for its retry", func() bool {
+	jobstest.WaitFor(t, 30*time.Second, "the limited job to be queued for its retry", func() bool {
 		j := e.Job(attack.JobID)
 		return j.State == string(jobs.StateQueued) && j.Attempt == 2
 	})
@@ -111,7 +111,7 @@ func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 	}
 
 	// Another org's prompts wait for the model, their vehicles asleep no longer than the pause.
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "member")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser}
 	waiting := make([]jobs.Submitted, 3)
 	for i := range waiting {
@@ -119,7 +119,7 @@ func TestMemberRetryAfterCannotHoldEveryOrg(t *testing.T) {
 	}
 	for _, w := range waiting {
 		var v vehicle
-		waitFor(t, 30*time.Second, "the other org's vehicle to sleep on the pause", func() bool {
+		jobstest.WaitFor(t, 30*time.Second, "the other org's vehicle to sleep on the pause", func() bool {
 			v = e.vehicleOf(w.JobID)
 			return v.state == "scheduled" && v.waitingForProviderCap
 		})
@@ -201,10 +201,10 @@ func TestOpenAIRetryAfterPausesAtMostMaxPause(t *testing.T) {
 			}
 			var g *governor.Governor
 			e := newEnv(t, prov, withMaxPause(t, maxPause, &g))
-			startRuntime(t, e, e.S, 2)
+			jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 			sub := e.Submit("hello")
 			var st governor.State
-			waitFor(t, 30*time.Second, "the provider's 429 to pause the model", func() bool {
+			jobstest.WaitFor(t, 30*time.Second, "the provider's 429 to pause the model", func() bool {
 				var ok bool
 				st, ok = modelState(t, g, "gpt-test")
 				return ok && st.ProviderPaused()
@@ -212,7 +212,7 @@ func TestOpenAIRetryAfterPausesAtMostMaxPause(t *testing.T) {
 			if left := st.PausedUntil.Sub(st.Now); left > maxPause {
 				t.Errorf("the model is paused for %v more, want at most %v", left, maxPause)
 			}
-			waitFor(t, 30*time.Second, "the limited job to be queued for its retry", func() bool {
+			jobstest.WaitFor(t, 30*time.Second, "the limited job to be queued for its retry", func() bool {
 				j := e.Job(sub.JobID)
 				return j.State == string(jobs.StateQueued) && j.Attempt == 2
 			})

@@ -10,11 +10,12 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/admit"
+	"asterion/jobs/jobstest"
 )
 
 func TestModelList(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Models = []string{"small", "large"} })
+	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.Models = []string{"small", "large"} })
 	def := e.Submit("no model asked")
 	var opts jobs.ExecutionOptions
 	if err := json.Unmarshal(e.Job(def.JobID).ExecutionOptions, &opts); err != nil || opts.Model != "small" {
@@ -31,7 +32,7 @@ func TestModelList(t *testing.T) {
 
 func TestOrgQueueQuota(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.OrgMaxQueued = 2 })
+	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.OrgMaxQueued = 2 })
 	e.Submit("one")
 	e.Submit("two")
 	_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "three"})
@@ -39,13 +40,13 @@ func TestOrgQueueQuota(t *testing.T) {
 	if !errors.As(err, &qe) || qe.Active != 2 || qe.Max != 2 || qe.RetryAfter() < 1 {
 		t.Fatalf("a third queued job: %v", err)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "member")
 	if _, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser},
 		Prompt: "another org is not held"}); err != nil {
 		t.Errorf("another org: %v", err)
 	}
-	startRuntime(t, e, e.S, 2)
-	waitFor(t, 20*time.Second, "the org's jobs to finish", func() bool {
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
+	jobstest.WaitFor(t, 20*time.Second, "the org's jobs to finish", func() bool {
 		_, err := e.S.Submit(context.Background(), jobs.SubmitRequest{Viewer: e.V, Prompt: "room again"})
 		return err == nil
 	})
@@ -58,7 +59,7 @@ func TestSubmitRate(t *testing.T) {
 		now = time.Now()
 	)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.SubmitRate = 1; c.Now = clock })
+	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.SubmitRate = 1; c.Now = clock })
 	for i := 0; i < 10; i++ {
 		e.Submit("within the burst")
 	}

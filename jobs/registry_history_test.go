@@ -12,7 +12,7 @@ import (
 // completedPrompts runs n prompts to completion with a worker pool that is stopped afterwards.
 func completedPrompts(t *testing.T, e *tenv, n int) []jobs.Submitted {
 	t.Helper()
-	rt := newRuntime(t, e, e.S, 4)
+	rt := jobstest.NewRuntime(t, e.D.Pool, e.S, 4)
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func completedPrompts(t *testing.T, e *tenv, n int) []jobs.Submitted {
 
 func TestHistoryTamperedRowIsDetected(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	tampers := []struct{ name, sql string }{
 		{"status rewritten", "UPDATE sa_operation_history SET status = 'failed' WHERE operation_id = ? AND seq = 2"},
@@ -85,7 +85,7 @@ func TestHistoryTamperedRowIsDetected(t *testing.T) {
 
 func TestHistorySurvivesRestart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	sub := completedPrompts(t, e, 1)[0]
 	id := sub.Operation.OperationID
 	ctx := context.Background()
@@ -94,7 +94,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new process: a new Service over the same database.
-	s2 := e.service(instantSim())
+	s2 := e.service(jobstest.InstantSim())
 	r2 := jobstest.NewReads(t, s2)
 	after, err := r2.GetOperation(ctx, e.V, id)
 	if err != nil {
@@ -109,7 +109,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		}
 	}
 	// The new process keeps writing verified histories: a retry supersedes the job.
-	startRuntime(t, e, s2, 1)
+	jobstest.StartRuntime(t, e.D.Pool, s2, 1)
 	re, err := s2.Retry(ctx, e.V, sub.JobID, jobs.Actor{Name: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -22,7 +23,7 @@ func TestRetryWhenTheProviderRepeatsItsRequestID(t *testing.T) {
 	})
 	e := newEnv(t, fake)
 	ctx := context.Background()
-	rt := newRuntime(t, e, e.S, 2)
+	rt := jobstest.NewRuntime(t, e.D.Pool, e.S, 2)
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/admit"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/usage"
 )
 
@@ -38,7 +39,7 @@ func TestRetryPassesAdmission(t *testing.T) {
 	t.Run("budget", func(t *testing.T) {
 		t.Parallel()
 		var m *usage.Meter
-		e := newEnv(t, instantSim(), withMeter(t, &m))
+		e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
 		old := finished(t, e, "to retry")
 		e.Submit("holds the budget")
 		setBudget(t, m, e.O, 1)
@@ -48,7 +49,7 @@ func TestRetryPassesAdmission(t *testing.T) {
 	})
 	t.Run("quota", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, instantSim(), func(c *jobs.Config) { c.OrgMaxQueued = 1 })
+		e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.OrgMaxQueued = 1 })
 		old := finished(t, e, "to retry")
 		e.Submit("fills the quota")
 		_, err := e.S.Retry(ctx, e.V, old.JobID, jobs.Actor{Name: "test"})
@@ -62,7 +63,7 @@ func TestRetryPassesAdmission(t *testing.T) {
 		var mu sync.Mutex
 		now := time.Now()
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		e := newEnv(t, instantSim(), func(c *jobs.Config) { c.SubmitRate = 1; c.Now = clock })
+		e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.SubmitRate = 1; c.Now = clock })
 		old := finished(t, e, "to retry")
 		for range 9 {
 			e.Submit("within the burst")
@@ -75,10 +76,10 @@ func TestRetryPassesAdmission(t *testing.T) {
 	})
 	t.Run("models", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Models = []string{"old-model"} })
+		e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.Models = []string{"old-model"} })
 		old := finished(t, e, "to retry")
 		// The deployment no longer lists the model the job ran on.
-		later := e.service(instantSim(), func(c *jobs.Config) { c.Models = []string{"new-model"} })
+		later := e.service(jobstest.InstantSim(), func(c *jobs.Config) { c.Models = []string{"new-model"} })
 		_, err := later.Retry(ctx, e.V, old.JobID, jobs.Actor{Name: "test"})
 		var verr *jobs.ValidationError
 		if !errors.As(err, &verr) || verr.Fields["options.model"] == "" {
@@ -92,7 +93,7 @@ func TestRetryPassesAdmission(t *testing.T) {
 // model only, so that no caller makes limiters, metrics series or prices by inventing names.
 func TestDefaultModelList(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	if got := e.S.Admission().Models(); len(got) != 1 || got[0] != "sim-1" {
 		t.Errorf("default models %v, want the sim's own", got)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -26,7 +27,7 @@ type schedRecorder struct {
 }
 
 func newSchedRecorder() *schedRecorder {
-	return &schedRecorder{sim: instantSim(), sched: map[string]map[int]time.Time{}, calls: map[string]int{}}
+	return &schedRecorder{sim: jobstest.InstantSim(), sched: map[string]map[int]time.Time{}, calls: map[string]int{}}
 }
 
 func (r *schedRecorder) Name() string { return "sim" }
@@ -64,7 +65,7 @@ func retryEnv(t *testing.T, rnd float64) (*tenv, *schedRecorder) {
 	rec := newSchedRecorder()
 	e := newEnv(t, rec, func(c *jobs.Config) { c.Rand = constRand(rnd) })
 	rec.e = e
-	startRuntime(t, e, e.S, 4)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
 	return e, rec
 }
 
@@ -143,7 +144,7 @@ func TestRetryProof(t *testing.T) {
 			if got := strings.Join(statuses, ","); got != "pending,running,pending,running,pending,running,completed" {
 				t.Errorf("operation history %s", got)
 			}
-			waitFor(t, 10*time.Second, "river job completed", func() bool { return e.RiverState(*j.RiverJobID) == "completed" })
+			jobstest.WaitFor(t, 10*time.Second, "river job completed", func() bool { return e.RiverState(*j.RiverJobID) == "completed" })
 		})
 	}
 }
@@ -227,7 +228,7 @@ func TestRetryNonRetryableAndExhausted(t *testing.T) {
 	// River never runs a finished job again: every vehicle ends finalised.
 	for _, s := range append([]jobs.Submitted{timeout}, subs["auth"], subs["parse"], subs["provider_4xx"]) {
 		rid := *e.Job(s.JobID).RiverJobID
-		waitFor(t, 10*time.Second, "river job finalised", func() bool {
+		jobstest.WaitFor(t, 10*time.Second, "river job finalised", func() bool {
 			st := e.RiverState(rid)
 			return st == "cancelled" || st == "completed" || st == "discarded"
 		})

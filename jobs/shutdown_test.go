@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/usage"
 )
 
@@ -18,11 +19,11 @@ import (
 func TestGracefulStopHandsBackCutRun(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
-	e := newEnv(t, instantSim(), withOutput(t), withMeter(t, &m))
+	e := newEnv(t, jobstest.InstantSim(), withOutput(t), withMeter(t, &m))
 	ctx := context.Background()
-	rtA := startRuntime(t, e, e.S, 2)
+	rtA := jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("long #sim:tokens=200 #sim:latency=20s", func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(1) })
-	waitFor(t, 20*time.Second, "the first chunks", func() bool {
+	jobstest.WaitFor(t, 20*time.Second, "the first chunks", func() bool {
 		j := e.Job(sub.JobID)
 		return j.State == "running" && len(e.output(j)) >= 2
 	})
@@ -65,8 +66,8 @@ func TestGracefulStopHandsBackCutRun(t *testing.T) {
 	if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_entity SET body = 'short #sim:tokens=5' WHERE id = ?", sub.PromptID); err != nil {
 		t.Fatal(err)
 	}
-	svcB := e.service(instantSim(), withOutput(t), withMeter(t, &m))
-	startRuntime(t, e, svcB, 1)
+	svcB := e.service(jobstest.InstantSim(), withOutput(t), withMeter(t, &m))
+	jobstest.StartRuntime(t, e.D.Pool, svcB, 1)
 	done := e.WaitState(sub.JobID, jobs.StateSucceeded, 20*time.Second)
 	if done.ErrorKind != nil {
 		t.Errorf("succeeded job keeps error_kind %s", *done.ErrorKind)
@@ -88,17 +89,17 @@ func TestGracefulStopHandsBackCutRun(t *testing.T) {
 // cancel (not a hand-back), and the process is recorded as draining until it has stopped.
 func TestDrainingPoolClaimsNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
-	rt := startRuntime(t, e, e.S, 2)
+	rt := jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	short := e.Submit("ends within the grace #sim:latency=3s")
 	long := e.Submit("cancelled while the pool drains #sim:latency=60s")
-	waitFor(t, 20*time.Second, "both jobs to run", func() bool {
+	jobstest.WaitFor(t, 20*time.Second, "both jobs to run", func() bool {
 		return e.Job(short.JobID).State == "running" && e.Job(long.JobID).State == "running"
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- rt.Stop(ctx, 30*time.Second) }()
-	waitFor(t, 10*time.Second, "the process to be recorded draining", func() bool {
+	jobstest.WaitFor(t, 10*time.Second, "the process to be recorded draining", func() bool {
 		return e.Count("SELECT count(*) FROM sa_worker_drain WHERE worker_id = ? AND stopped_at IS NULL", rt.ID()) == 1
 	})
 	later := e.Submit("submitted while the pool drains")

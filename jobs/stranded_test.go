@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -15,7 +16,7 @@ import (
 // nothing.
 func TestReclaimRevehiclesJobOnFinishedVehicle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	for _, finished := range []string{"completed", "cancelled", "discarded"} {
 		t.Run(finished, func(t *testing.T) {
@@ -41,8 +42,8 @@ func TestReclaimRevehiclesJobOnFinishedVehicle(t *testing.T) {
 			}
 		})
 	}
-	startRuntime(t, e, e.S, 2)
-	waitFor(t, 20*time.Second, "every moved job to succeed", func() bool {
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
+	jobstest.WaitFor(t, 20*time.Second, "every moved job to succeed", func() bool {
 		return e.Count("SELECT count(*) FROM sa_job WHERE state <> 'succeeded'") == 0
 	})
 	if n := e.Count("SELECT count(*) FROM sa_ledger"); n != 3 {
@@ -65,7 +66,7 @@ func TestLostClaimRunsAgainOnItsVehicle(t *testing.T) {
 	})
 	e := newEnv(t, fake)
 	ctx := context.Background()
-	startRuntime(t, e, e.S, 1)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	sub := e.Submit("its claim is lost")
 	fake.waitCall(t, 10*time.Second)
 	vehicle := *e.Job(sub.JobID).RiverJobID

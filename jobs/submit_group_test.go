@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/db/dbtest"
 	"asterion/jobs/intake"
 )
 
@@ -75,17 +76,7 @@ func TestConcurrentSubmitsShareTransactions(t *testing.T) {
 			subs[i], errs[i] = s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: fmt.Sprintf("grouped %d", i)})
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		waiting := s.submits.Waiting()
-		if waiting == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d submits waiting, want %d", waiting, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, 10*time.Second, fmt.Sprintf("%d submits waiting", n), func() bool { return s.submits.Waiting() == n })
 	// One flusher starts now: it takes them all, submitMax at a time.
 	go s.submits.Release(ctx)
 	wg.Wait()

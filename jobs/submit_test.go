@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 )
 
 // rowCounts counts every table a submission writes.
@@ -25,7 +26,7 @@ func (e *tenv) rowCounts() map[string]int {
 
 func TestSubmitIdempotency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), func(c *jobs.Config) { c.Models = []string{"sim-1", "other-model"} })
+	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.Models = []string{"sim-1", "other-model"} })
 	ctx := context.Background()
 	withKey := func(key string) func(*jobs.SubmitRequest) {
 		return func(r *jobs.SubmitRequest) { r.IdempotencyKey = key }
@@ -70,7 +71,7 @@ func TestSubmitIdempotency(t *testing.T) {
 		t.Fatalf("a conflicting key wrote rows: %v → %v", before, after)
 	}
 	// The key is per user: another user's identical key is a new submission.
-	other := createUser(t, e.D.Bun, e.O, "member")
+	other := jobstest.CreateUser(t, e.D.Bun, e.O, "member")
 	o, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: e.O, UserID: other}, Prompt: "same body", IdempotencyKey: "key-1"})
 	if err != nil || o.Replayed || o.JobID == first.JobID {
 		t.Fatalf("another user's key: %+v, %v", o, err)
@@ -123,11 +124,11 @@ func TestSubmitIdempotency(t *testing.T) {
 
 func TestSubmitValidationWritesNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	parent := e.Submit("a parent")
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
-	otherEnvSvc := e.service(instantSim())
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "member")
+	otherEnvSvc := e.service(jobstest.InstantSim())
 	foreign, err := otherEnvSvc.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: otherOrg, UserID: otherUser}, Prompt: "their prompt"})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 		t.Errorf("operator continuing a member's prompt: %v", err)
 	}
 	// Another member of the same org may not.
-	peer := createUser(t, e.D.Bun, e.O, "member")
+	peer := jobstest.CreateUser(t, e.D.Bun, e.O, "member")
 	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: jobs.Viewer{OrgID: e.O, UserID: peer}, Prompt: "x", ParentID: &parent.PromptID}); err == nil {
 		t.Errorf("a member continued another member's prompt")
 	}
@@ -211,7 +212,7 @@ func TestSubmitValidationWritesNothing(t *testing.T) {
 // whose transaction rolled back (an idempotency conflict).
 func TestCommitHookRunsAfterCommitsOnly(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	var n int
 	var mu sync.Mutex
 	e.S.NotifyCommits(func() { mu.Lock(); n++; mu.Unlock() })

@@ -10,6 +10,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
 
@@ -32,7 +33,7 @@ func TestRetryBySupersede(t *testing.T) {
 	e := newEnv(t, fake)
 	ctx := context.Background()
 	actor := jobs.Actor{UserID: &e.U, Name: "member"}
-	rt := newRuntime(t, e, e.S, 2)
+	rt := jobstest.NewRuntime(t, e.D.Pool, e.S, 2)
 
 	failing := e.Submit("fails once", func(r *jobs.SubmitRequest) { r.Priority = intp(20); r.MaxAttempts = intp(4) })
 	blocking := e.Submit("block forever")
@@ -50,7 +51,7 @@ func TestRetryBySupersede(t *testing.T) {
 		t.Fatalf("retry of a running job: %v, want ErrConflict", err)
 	}
 	// Another org cannot see it.
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "admin")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "admin")
 	if _, err := e.S.Retry(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, old.ID, actor); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("retry from another org: %v, want ErrNotFound", err)
 	}

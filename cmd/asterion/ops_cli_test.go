@@ -129,13 +129,13 @@ func TestCancelRunningJobFromAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "the worker to start the job", func() bool {
+	dbtest.WaitFor(t, 30*time.Second, "the worker to start the job", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND state = 'running'", sub.JobID) == 1
 	})
 	if r := runBinary(t, map[string]string{"DATABASE_URL": d.URL.String()}, "", "cancel-job", sub.JobID.String()); r.code != 0 {
 		t.Fatalf("cancel-job: %d %s", r.code, r.stderr)
 	}
-	waitUntil(t, 20*time.Second, "River to finish the cancelled vehicle", func() bool {
+	dbtest.WaitFor(t, 20*time.Second, "River to finish the cancelled vehicle", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM river_job j JOIN sa_job s ON s.river_job_id = j.id WHERE s.id = ? AND j.state = 'cancelled' AND j.finalized_at IS NOT NULL", sub.JobID) == 1
 	})
 	if got := count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND state = 'cancelled'", sub.JobID); got != 1 {

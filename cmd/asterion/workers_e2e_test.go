@@ -87,18 +87,6 @@ func submitter(t *testing.T, d *dbtest.DB) (*jobs.Service, jobs.Viewer) {
 	return svc, jobs.Viewer{OrgID: org.ID, UserID: u.ID, OrgWide: true}
 }
 
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
-}
-
 func count(t *testing.T, db *bun.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
@@ -133,7 +121,7 @@ func TestTwoWorkerProcessesShareAQueue(t *testing.T) {
 	env := map[string]string{"ASTERION_WORKERS": "4"}
 	a := startWorker(t, d.URL.String(), env)
 	b := startWorker(t, d.URL.String(), env)
-	waitUntil(t, 90*time.Second, "every job to succeed", func() bool {
+	dbtest.WaitFor(t, 90*time.Second, "every job to succeed", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE state = 'succeeded'") == n
 	})
 	if got := count(t, d.Bun, "SELECT count(*) FROM sa_entity WHERE kind = 'response'"); got != n {
@@ -168,21 +156,21 @@ func TestKilledWorkerJobFinishesElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "the first worker to claim the job", func() bool {
+	dbtest.WaitFor(t, 30*time.Second, "the first worker to claim the job", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND state = 'running'", sub.JobID) == 1
 	})
 	time.Sleep(500 * time.Millisecond)
 	a.kill()
 	b := startWorker(t, d.URL.String(), env)
 	// The leader's periodic reclaim may act, or an operator runs it once; either is safe.
-	waitUntil(t, 20*time.Second, "the heartbeat to go stale", func() bool {
+	dbtest.WaitFor(t, 20*time.Second, "the heartbeat to go stale", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND (state <> 'running' OR running_heartbeat_at < now() - interval '2 seconds')", sub.JobID) == 1
 	})
 	r := runBinary(t, map[string]string{"DATABASE_URL": d.URL.String(), "ASTERION_STALE_AFTER": "2s"}, "", "reclaim-stuck-jobs", "--json")
 	if r.code != 0 {
 		t.Fatalf("reclaim-stuck-jobs exit %d: %s", r.code, r.stderr)
 	}
-	waitUntil(t, 60*time.Second, "the job to succeed on the second worker", func() bool {
+	dbtest.WaitFor(t, 60*time.Second, "the job to succeed on the second worker", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND state = 'succeeded'", sub.JobID) == 1
 	})
 	if got := count(t, d.Bun, "SELECT count(*) FROM sa_entity WHERE kind = 'response'"); got != 1 {

@@ -10,6 +10,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/admit"
 	"asterion/jobs/chain"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/usage"
 )
 
@@ -31,7 +32,7 @@ func withUsage(t *testing.T) func(*jobs.Config) {
 // queueing it.
 func TestChainStepsPassAdmission(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), withUsage(t))
+	e := newEnv(t, jobstest.InstantSim(), withUsage(t))
 	ctx := context.Background()
 	if _, err := e.D.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 1, 'day')", e.O); err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestChainStepsPassAdmission(t *testing.T) {
 	if n := e.Count("SELECT count(*) FROM sa_chain"); n != 1 {
 		t.Errorf("%d chains written, want only the admitted one", n)
 	}
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	d := e.waitChain(acc.Chain.ID, 30*time.Second, chain.Completed, chain.Failed)
 	if d.Chain.State != chain.Failed {
 		t.Fatalf("chain %s, want failed at its second step", d.Chain.State)
@@ -62,5 +63,5 @@ func TestChainStepsPassAdmission(t *testing.T) {
 	if n := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ?", e.O); n != 1 {
 		t.Errorf("%d jobs, want only the first step's", n)
 	}
-	validStatusDoc(t, d.Status)
+	jobstest.ValidStatusDoc(t, d.Status)
 }

@@ -33,7 +33,7 @@ func (e *tenv) submitChain(req chain.Request) chain.Accepted {
 func (e *tenv) waitChain(id uuid.UUID, timeout time.Duration, states ...string) chain.Detail {
 	e.T.Helper()
 	var d chain.Detail
-	waitFor(e.T, timeout, "chain "+id.String()+" to be "+strings.Join(states, "|"), func() bool {
+	jobstest.WaitFor(e.T, timeout, "chain "+id.String()+" to be "+strings.Join(states, "|"), func() bool {
 		var err error
 		d, err = e.c.Get(context.Background(), e.V, id)
 		if err != nil {
@@ -68,11 +68,11 @@ func steps(texts ...string) []chain.Step {
 
 func TestChainThreeStepsResumeInOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.S, 4)
+	e := newEnv(t, jobstest.InstantSim())
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
 	start := time.Now()
 	acc := e.submitChain(chain.Request{Steps: steps("alpha", "beta", "gamma")})
-	h := validHandleDoc(t, acc.Operation)
+	h := jobstest.ValidHandleDoc(t, acc.Operation)
 	if acc.Rejected || h["kind"] != chain.Kind || h["status"] != "running" || h["cancel_href"] == nil {
 		t.Fatalf("accepted chain handle %v", h)
 	}
@@ -122,7 +122,7 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 	if got, want := prevResp.Body, "Simulated answer to: gamma Previous response: Simulated answer to: beta Previous response: Simulated answer to: alpha"; got != want {
 		t.Errorf("last response %q, want %q", got, want)
 	}
-	st := validStatusDoc(t, d.Status)
+	st := jobstest.ValidStatusDoc(t, d.Status)
 	res, _ := st["result"].(map[string]any)
 	if st["status"] != "completed" || res["chain_id"] != acc.Chain.ID.String() {
 		t.Fatalf("chain status %v", st)
@@ -146,8 +146,8 @@ func TestChainThreeStepsResumeInOrder(t *testing.T) {
 
 func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.S, 4)
+	e := newEnv(t, jobstest.InstantSim())
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
 	acc := e.submitChain(chain.Request{Steps: steps("one", "two #sim:fail=provider_4xx", "three")})
 	d := e.waitChain(acc.Chain.ID, 20*time.Second, chain.Completed, chain.Failed)
 	if d.Chain.State != chain.Failed {
@@ -175,7 +175,7 @@ func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 	if d.Steps[2].PromptID != nil {
 		t.Errorf("step 3 was submitted after step 2 failed")
 	}
-	st := validStatusDoc(t, d.Status)
+	st := jobstest.ValidStatusDoc(t, d.Status)
 	errObj, _ := st["error"].(map[string]any)
 	if st["status"] != "failed" || errObj["kind"] != "step_failed" || !strings.Contains(errObj["message"].(string), "step 2") {
 		t.Errorf("chain status %v", st)
@@ -187,12 +187,12 @@ func TestChainFailingMiddleStepFailsWithDiagnostic(t *testing.T) {
 
 func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	acc := e.submitChain(chain.Request{Steps: steps("first", "second"), Mode: chain.ModeReject})
 	if !acc.Rejected {
 		t.Fatalf("a reject-as-failure chain was accepted: %+v", acc)
 	}
-	st := validStatusDoc(t, acc.Status)
+	st := jobstest.ValidStatusDoc(t, acc.Status)
 	errObj, _ := st["error"].(map[string]any)
 	if st["status"] != "failed" || st["terminal"] != true || errObj["kind"] != "deferred_rejected" ||
 		!strings.Contains(errObj["message"].(string), "reject-as-failure") {
@@ -212,8 +212,8 @@ func TestChainRejectAsFailureFailsAtOnce(t *testing.T) {
 
 func TestChainCancelWhileSuspended(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.S, 2)
+	e := newEnv(t, jobstest.InstantSim())
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
 	d, _ := e.c.Get(context.Background(), e.V, acc.Chain.ID)
 	e.WaitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
@@ -221,7 +221,7 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancel chain: %v", err)
 	}
-	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
+	if st := jobstest.ValidStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status %v", st)
 	}
 	d, _ = e.c.Get(context.Background(), e.V, acc.Chain.ID)
@@ -234,7 +234,8 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 	if n := e.Count("SELECT count(*) FROM sa_operation_continuation"); n != 0 {
 		t.Errorf("%d continuations left after cancel", n)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// With no continuation left nothing can start step 2: its job is checked now, not after a
+	// sleep that would only make the claim look stronger.
 	if n := e.Count("SELECT count(*) FROM sa_job"); n != 1 {
 		t.Errorf("%d jobs, want only step 1's", n)
 	}
@@ -245,8 +246,8 @@ func TestChainCancelWhileSuspended(t *testing.T) {
 // lock is gone, and one facing a lock that never goes away is refused as busy, not hung.
 func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
-	startRuntime(t, e, e.S, 2)
+	e := newEnv(t, jobstest.InstantSim())
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	lockJob := func(id uuid.UUID) bun.Tx {
 		tx, err := e.D.Bun.BeginTx(context.Background(), nil)
 		if err != nil {
@@ -259,23 +260,38 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		holdFor  time.Duration
 		wantBusy bool
 	}{
-		{"brief lock", 80 * time.Millisecond, false},
-		{"lock outlasting the retries", 3 * time.Second, true},
+		// The brief lock goes once the cancel has been refused as busy once (the registry's
+		// count of busy retries says so); the other stays until the cancel has given up.
+		{"brief lock", false},
+		{"lock outlasting the retries", true},
 	} {
 		acc := e.submitChain(chain.Request{Steps: steps("#sim:hang first", "second")})
 		d, _ := e.c.Get(context.Background(), e.V, acc.Chain.ID)
 		e.WaitState(*d.Steps[0].JobID, jobs.StateRunning, 10*time.Second)
 		tx := lockJob(*d.Steps[0].JobID)
-		released := make(chan struct{})
+		retries := e.S.Stats().BusyRetries.Load()
+		type answer struct {
+			doc deferred.StatusDoc
+			err error
+		}
+		got := make(chan answer, 1)
 		go func() {
-			time.Sleep(tc.holdFor)
-			_ = tx.Rollback()
-			close(released)
+			doc, err := e.S.CancelOperation(context.Background(), e.V, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+			got <- answer{doc, err}
 		}()
-		doc, err := e.S.CancelOperation(context.Background(), e.V, acc.Chain.OperationID, jobs.Actor{Name: "test"})
+		if !tc.wantBusy {
+			jobstest.WaitFor(t, 20*time.Second, "a busy refusal of the cancel", func() bool {
+				return e.S.Stats().BusyRetries.Load() > retries
+			})
+			_ = tx.Rollback()
+		}
+		a := <-got
+		if tc.wantBusy {
+			_ = tx.Rollback()
+		}
+		doc, err := a.doc, a.err
 		var refused *jobs.ErrNotCancelable
 		if tc.wantBusy {
 			if !errors.As(err, &refused) || !refused.Busy {
@@ -283,9 +299,8 @@ func TestChainCancelRidesOutABriefLockOnTheStepJob(t *testing.T) {
 			}
 		} else if err != nil {
 			t.Errorf("%s: cancel: %v", tc.name, err)
-		} else if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
+		} else if st := jobstest.ValidStatusDoc(t, doc); st["status"] != "cancelled" {
 			t.Errorf("%s: status %v", tc.name, st)
 		}
-		<-released
 	}
 }

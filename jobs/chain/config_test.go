@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"asterion/jobs/chain"
+	"asterion/jobs/jobstest"
 )
 
 // TestNewNeedsJobs: the chain owner runs its steps through prompt execution and registers with
@@ -19,7 +20,7 @@ func TestNewNeedsJobs(t *testing.T) {
 // TestNewRegistersTheOwner: New registers flow.chain with the service's registry.
 func TestNewRegistersTheOwner(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	kinds := strings.Join(e.S.Registry().Kinds(), ",")
 	if !strings.Contains(kinds, chain.Kind) {
 		t.Fatalf("registered kinds %s, want %s among them", kinds, chain.Kind)

@@ -131,7 +131,7 @@ func (e *tenv) deliveryOfJob(jobID uuid.UUID) (delivery.Delivery, bool) {
 func (e *tenv) waitDelivery(jobID uuid.UUID, timeout time.Duration, states ...string) delivery.Delivery {
 	e.T.Helper()
 	var d delivery.Delivery
-	waitFor(e.T, timeout, "delivery of job "+jobID.String()+" to be "+strings.Join(states, "|"), func() bool {
+	jobstest.WaitFor(e.T, timeout, "delivery of job "+jobID.String()+" to be "+strings.Join(states, "|"), func() bool {
 		var ok bool
 		d, ok = e.deliveryOfJob(jobID)
 		if !ok {
@@ -154,21 +154,7 @@ func (e *tenv) statusJSON(v jobs.Viewer, id uuid.UUID) map[string]any {
 	if err != nil {
 		e.T.Fatalf("status of %s: %v", id, err)
 	}
-	return validStatusDoc(e.T, doc)
-}
-
-func validStatusDoc(t testing.TB, doc deferred.StatusDoc) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatalf("marshal status: %v", err)
-	}
-	if err := deferred.ValidateStatus(raw); err != nil {
-		t.Fatalf("status document does not validate: %v\n%s", err, raw)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
+	return jobstest.ValidStatusDoc(e.T, doc)
 }
 
 func (e *tenv) deliveryAttempts(deliveryID uuid.UUID) []delivery.Attempt {
@@ -188,7 +174,7 @@ func fastDelivery(base time.Duration) delivery.Config {
 
 func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), fastDelivery(200*time.Millisecond))
+	e := newEnv(t, jobstest.InstantSim(), fastDelivery(200*time.Millisecond))
 	rc := newHookReceiver(t, func(n int, _ hookRequest) int {
 		if n == 1 {
 			return http.StatusInternalServerError
@@ -196,7 +182,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		return http.StatusOK
 	})
 	e.setWebhook(rc.srv.URL+"/hook", rc.secret)
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	start := time.Now()
 	sub := e.Submit("deliver me")
 	job := e.WaitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
@@ -306,7 +292,7 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 		t.Fatalf("GetOperation: %v, broken at %d", err, det.ChainBrokenAt)
 	}
 	// Nothing more arrives.
-	time.Sleep(700 * time.Millisecond)
+	e.settled()
 	if n := len(rc.requests()); n != 2 {
 		t.Errorf("hookReceiver got %d requests after delivery, want still 2", n)
 	}
@@ -318,9 +304,9 @@ func TestDeliverySignedRetriedAndDeliveredOnce(t *testing.T) {
 
 func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
+	e := newEnv(t, jobstest.InstantSim(), fastDelivery(100*time.Millisecond))
 	rc := newHookReceiver(t, func(int, hookRequest) int { return http.StatusNotFound })
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 
 	plain := e.Submit("no webhook yet")
 	e.WaitState(plain.JobID, jobs.StateSucceeded, 10*time.Second)
@@ -347,7 +333,7 @@ func TestDeliveryFailsOn4xxAndWithoutWebhookNothingIsSent(t *testing.T) {
 // database deliver each exactly once.
 func TestDeliveryRecoversAfterRestart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
+	e := newEnv(t, jobstest.InstantSim(), fastDelivery(100*time.Millisecond))
 	rc := newHookReceiver(t, nil)
 	e.setWebhook(rc.srv.URL, rc.secret)
 	ctx := context.Background()
@@ -391,13 +377,13 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 
 	// A new process: new Service and Runtime on the same database.
 	start := time.Now()
-	s2 := e.service(instantSim(), fastDelivery(100*time.Millisecond))
-	startRuntime(t, e, s2, 2)
+	s2 := e.service(jobstest.InstantSim(), fastDelivery(100*time.Millisecond))
+	jobstest.StartRuntime(t, e.D.Pool, s2, 2)
 	for _, d := range ds {
 		e.waitDelivery(d.JobID, 20*time.Second, delivery.Delivered)
 	}
 	t.Logf("all three delivered %s after the restart", time.Since(start))
-	time.Sleep(1500 * time.Millisecond) // recovery runs every 500 ms: give it the chance to duplicate
+	e.settled() // recovery runs every 500 ms: give it the chance to duplicate
 	counts := rc.byID()
 	for i, d := range ds {
 		if counts[d.ID.String()] != 1 {
@@ -431,11 +417,11 @@ func TestDeliveryRecoversAfterRestart(t *testing.T) {
 
 func TestDeliveryCancelRefusedWhileInFlight(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), fastDelivery(100*time.Millisecond))
+	e := newEnv(t, jobstest.InstantSim(), fastDelivery(100*time.Millisecond))
 	release := make(chan struct{})
 	rc := newHookReceiver(t, func(int, hookRequest) int { <-release; return http.StatusNoContent })
 	e.setWebhook(rc.srv.URL, rc.secret)
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("slow hookReceiver")
 	select {
 	case <-rc.got:
@@ -471,7 +457,7 @@ func TestDeliveryCancelRefusedWhileInFlight(t *testing.T) {
 func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	t.Parallel()
 	// A one-minute backoff keeps a retryable delivery waiting for as long as the test runs.
-	e := newEnv(t, instantSim(), fastDelivery(time.Minute))
+	e := newEnv(t, jobstest.InstantSim(), fastDelivery(time.Minute))
 	rc := newHookReceiver(t, func(int, hookRequest) int { return http.StatusServiceUnavailable })
 	e.setWebhook(rc.srv.URL, rc.secret)
 	ctx := context.Background()
@@ -486,7 +472,7 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancel an accepted delivery: %v", err)
 	}
-	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
+	if st := jobstest.ValidStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status after cancel %v", st)
 	}
 	if d, _ := e.deliveryOfJob(res.Job.ID); d.State != delivery.Cancelled {
@@ -497,7 +483,7 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	}
 
 	// Retryable after a 503: cancel it while it waits for its backoff.
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("retryable then cancelled")
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Retryable)
 	st := e.statusJSON(e.V, d.OperationID)
@@ -508,10 +494,10 @@ func TestDeliveryCancelWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cancel a waiting delivery: %v", err)
 	}
-	if st := validStatusDoc(t, doc); st["status"] != "cancelled" {
+	if st := jobstest.ValidStatusDoc(t, doc); st["status"] != "cancelled" {
 		t.Fatalf("status after cancel %v", st)
 	}
-	time.Sleep(time.Second)
+	e.settled()
 	counts := rc.byID()
 	if counts[accepted.ID.String()] != 0 || counts[d.ID.String()] != 1 {
 		t.Errorf("requests per delivery %v: want none for the accepted one, one for the retryable one", counts)

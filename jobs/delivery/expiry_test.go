@@ -9,6 +9,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
+	"asterion/jobs/jobstest"
 )
 
 // TestExpiryOfADeliveryInFlight: the poller expires a delivery whose request is in flight (it
@@ -16,7 +17,7 @@ import (
 // recovery leaves the settled row alone.
 func TestExpiryOfADeliveryInFlight(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim(), delivery.Config{Timeout: 10 * time.Second, BackoffBase: 100 * time.Millisecond, RecoverEvery: 300 * time.Millisecond, AllowPrivate: true},
+	e := newEnv(t, jobstest.InstantSim(), delivery.Config{Timeout: 10 * time.Second, BackoffBase: 100 * time.Millisecond, RecoverEvery: 300 * time.Millisecond, AllowPrivate: true},
 		func(c *jobs.Config) { c.Policy = deferred.Policy{MaxTTL: 2 * time.Second} })
 	release := make(chan struct{})
 	rc := newHookReceiver(t, func(int, hookRequest) int { <-release; return http.StatusServiceUnavailable })
@@ -28,7 +29,7 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 		}
 	})
 	e.setWebhook(rc.srv.URL, rc.secret)
-	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2, func(c *jobs.RuntimeConfig) { c.PollEvery = 300 * time.Millisecond })
 	sub := e.Submit("expire my delivery")
 	select {
 	case <-rc.got:
@@ -36,10 +37,10 @@ func TestExpiryOfADeliveryInFlight(t *testing.T) {
 		t.Fatal("no delivery arrived")
 	}
 	d, _ := e.deliveryOfJob(sub.JobID)
-	waitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.Operation(d.OperationID).Status == "expired" })
+	jobstest.WaitFor(t, 10*time.Second, "the delivery operation to expire", func() bool { return e.Operation(d.OperationID).Status == "expired" })
 	close(release)
 	d = e.waitDelivery(sub.JobID, 10*time.Second, delivery.Expired)
-	time.Sleep(1500 * time.Millisecond)
+	e.settled()
 	if n := len(rc.requests()); n != 1 {
 		t.Errorf("receiver got %d requests, want 1: an expired delivery is never retried", n)
 	}

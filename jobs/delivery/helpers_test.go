@@ -20,9 +20,6 @@ var testKey = func() secretbox.Key {
 	return k
 }()
 
-// instantSim is the real sim provider without its random latency.
-func instantSim() provider.Provider { return jobstest.InstantSim() }
-
 // tenv is one test's database, org, users, service and read models (jobstest.Env), with the
 // delivery owner registered on the service.
 type tenv struct{ *jobstest.Env }
@@ -57,15 +54,16 @@ func (e *tenv) register(s *jobs.Service, dcfg delivery.Config) {
 	}
 }
 
-// runtimeOpts adjust a RuntimeConfig.
-type runtimeOpt = func(*jobs.RuntimeConfig)
-
-// startRuntime builds and starts a runtime; the test's cleanup stops it.
-func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...runtimeOpt) *jobs.Runtime {
-	return jobstest.StartRuntime(t, e.D.Pool, svc, workers, opts...)
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	jobstest.WaitFor(t, timeout, what, cond)
+// settled waits until every delivery's ledger row is settled (no longer accepted, retryable or
+// in flight, so no execution will send it) and two more rounds of the leader's recovery have
+// finished. From then on nothing but a bug can send a request: "nothing more arrives" is
+// asserted after that known event instead of after a sleep.
+func (e *tenv) settled() {
+	e.T.Helper()
+	const rounds = "SELECT count(*) FROM river_job WHERE kind = 'asterion.recover_deliveries' AND state = 'completed'"
+	before := e.Count(rounds)
+	jobstest.WaitFor(e.T, 30*time.Second, "every delivery settled and two more recovery rounds", func() bool {
+		return e.Count("SELECT count(*) FROM sa_delivery WHERE state IN ('accepted', 'retryable', 'in_flight')") == 0 &&
+			e.Count(rounds) >= before+2
+	})
 }

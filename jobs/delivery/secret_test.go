@@ -13,6 +13,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/delivery"
+	"asterion/jobs/jobstest"
 	"asterion/secretbox"
 )
 
@@ -117,14 +118,14 @@ func TestDeliveryToPrivateTargetRefusedAtDial(t *testing.T) {
 	t.Parallel()
 	cfg := fastDelivery(100 * time.Millisecond)
 	cfg.AllowPrivate = false
-	e := newEnv(t, instantSim(), cfg)
+	e := newEnv(t, jobstest.InstantSim(), cfg)
 	rc := newHookReceiver(t, nil)
 	u, err := url.Parse(rc.srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.setWebhook("http://localhost:"+u.Port()+"/hook", rc.secret)
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("deliver me inside")
 	e.WaitState(sub.JobID, jobs.StateSucceeded, 10*time.Second)
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
@@ -148,10 +149,10 @@ func TestDeliveryWithUnopenableSecretFailsUnsent(t *testing.T) {
 	wrong, _, _ := secretbox.NewKey()
 	cfg := fastDelivery(100 * time.Millisecond)
 	cfg.SecretKey = secretbox.Static(wrong)
-	e := newEnv(t, instantSim(), cfg)
+	e := newEnv(t, jobstest.InstantSim(), cfg)
 	rc := newHookReceiver(t, nil)
 	e.setWebhook(rc.srv.URL, rc.secret) // sealed with testKey, not the service's key
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	sub := e.Submit("sealed with another key")
 	d := e.waitDelivery(sub.JobID, 15*time.Second, delivery.Failed)
 	if strv(d.ErrorKind) != "webhook_secret" || !strings.Contains(strv(d.LastError), "does not open") {

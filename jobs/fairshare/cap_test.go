@@ -26,18 +26,18 @@ func TestOrgRunningCap(t *testing.T) {
 		b = append(b, jobstest.Submit(t, e.S, vb, "org B's prompt"))
 	}
 	most := sampleMostRunning(t, e, e.O)
+	waitingShare := sampleMost(t, e, "SELECT count(*) FROM sa_job WHERE org_id = ? AND waiting_for = ?", e.O, jobs.WaitingOrgShare)
 	start := time.Now()
-	startRuntime(t, e, e.S, 10)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 10)
 	for _, s := range b {
-		waitFor(t, 8*time.Second, "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 20*time.Second, "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	tookB := time.Since(start)
 	if countJobs(e, e.O, jobs.StateQueued) == 0 {
 		t.Errorf("org A had no queued work left when B's prompts were done (%v): nothing was held behind", tookB)
 	}
-	waitingShare := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND waiting_for = ?", e.O, jobs.WaitingOrgShare)
 	for _, s := range a {
-		waitFor(t, 30*time.Second, "org A's backlog", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 30*time.Second, "org A's backlog", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	var span float64
 	if err := e.D.Bun.QueryRowContext(context.Background(), `SELECT extract(epoch FROM max(finished_at) - min(started_at))
@@ -48,7 +48,7 @@ FROM sa_job WHERE org_id = ?`, e.O).Scan(&span); err != nil {
 	if m := most.Load(); m > 3 || m < 1 {
 		t.Errorf("org A ran %d jobs at once, its cap is 3", m)
 	}
-	if waitingShare == 0 {
+	if waitingShare.Load() == 0 {
 		t.Errorf("no job of org A said it waited for its org's share")
 	}
 }

@@ -39,17 +39,6 @@ func (e *tenv) otherOrg() jobs.Viewer {
 	return jobs.Viewer{OrgID: org, UserID: user}
 }
 
-// startRuntime builds and starts a worker pool of svc; the test's cleanup stops it.
-func startRuntime(t testing.TB, e *tenv, svc *jobs.Service, workers int, opts ...func(*jobs.RuntimeConfig)) *jobs.Runtime {
-	return jobstest.StartRuntime(t, e.D.Pool, svc, workers, opts...)
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	jobstest.WaitFor(t, timeout, what, cond)
-}
-
 // priority submits at priority p.
 func priority(p int) func(*jobs.SubmitRequest) {
 	return func(r *jobs.SubmitRequest) { r.Priority = &p }
@@ -119,6 +108,13 @@ func countJobs(e *tenv, org int64, state jobs.State) int {
 // sampleMostRunning samples how many jobs of org run at once until the test ends, keeping the
 // most seen.
 func sampleMostRunning(t *testing.T, e *tenv, org int64) *atomic.Int64 {
+	return sampleMost(t, e, "SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'running'", org)
+}
+
+// sampleMost runs a SELECT count(*) … query every 10 ms until the test ends, keeping the most
+// it counted: a state that holds for a while is seen, however loaded the machine, where one
+// reading at a chosen moment may fall just before or after it.
+func sampleMost(t *testing.T, e *tenv, query string, args ...any) *atomic.Int64 {
 	var most atomic.Int64
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -131,8 +127,7 @@ func sampleMostRunning(t *testing.T, e *tenv, org int64) *atomic.Int64 {
 			case <-time.After(10 * time.Millisecond):
 			}
 			var n int64
-			if e.D.Bun.NewSelect().TableExpr("sa_job").ColumnExpr("count(*)").
-				Where("org_id = ? AND state = 'running'", org).Scan(context.Background(), &n) == nil && n > most.Load() {
+			if e.D.Bun.QueryRowContext(context.Background(), query, args...).Scan(&n) == nil && n > most.Load() {
 				most.Store(n)
 			}
 		}

@@ -21,10 +21,10 @@ func TestOrgFirstWhateverTheBand(t *testing.T) {
 	vb := e.otherOrg()
 	const n = 60
 	submitMany(t, e, e.V, n, "org A's urgent backlog #sim:latency=200ms", priority(0))
-	startRuntime(t, e, e.S, 4)
-	waitFor(t, 20*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
+	jobstest.WaitFor(t, 20*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
 	b := jobstest.Submit(t, e.S, vb, "org B's prompt #sim:latency=10ms")
-	waitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
+	jobstest.WaitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
 	notStarted := e.Count(`SELECT count(*) FROM sa_job AS a, sa_job AS b WHERE b.id = ? AND a.org_id = ?
   AND (a.started_at IS NULL OR a.started_at > b.started_at)`, b.JobID, e.O)
 	t.Logf("%d of org A's %d jobs had not started when org B's did", notStarted, n)
@@ -33,7 +33,7 @@ func TestOrgFirstWhateverTheBand(t *testing.T) {
 			"B waited for A's backlog", notStarted, n)
 	}
 	e.WaitState(b.JobID, jobs.StateSucceeded, 30*time.Second)
-	waitFor(t, 60*time.Second, "org A's backlog", func() bool { return countJobs(e, e.O, jobs.StateSucceeded) == n })
+	jobstest.WaitFor(t, 60*time.Second, "org A's backlog", func() bool { return countJobs(e, e.O, jobs.StateSucceeded) == n })
 }
 
 // TestNotQueuedWorkTakesTheFastPath: a job of org B scheduled for later, waiting for the
@@ -102,7 +102,7 @@ func TestNotQueuedWorkTakesTheFastPath(t *testing.T) {
 			}
 			// The same with workers: A's backlog runs, B's job stays where it is.
 			release(t, e)
-			startRuntime(t, e, e.S, 2)
+			jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 			for _, s := range a {
 				e.WaitState(s.JobID, jobs.StateSucceeded, 30*time.Second)
 			}
@@ -146,14 +146,14 @@ func TestPriorityCeilingAcrossBands(t *testing.T) {
 	}
 
 	release(t, e)
-	startRuntime(t, e, e.S, 2, func(c *jobs.RuntimeConfig) { c.PriorityCeiling = 40 })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2, func(c *jobs.RuntimeConfig) { c.PriorityCeiling = 40 })
 	for _, s := range a {
 		e.WaitState(s.JobID, jobs.StateSucceeded, 30*time.Second)
 	}
 	if j := e.Job(b.JobID); j.State != "queued" || j.StartedAt != nil || fake.callsFor(b.JobID) != 0 {
 		t.Fatalf("a worker with ceiling 40 ran a job of priority 50: %+v", j)
 	}
-	startRuntime(t, e, e.S, 1)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	if j := e.WaitState(b.JobID, jobs.StateSucceeded, 30*time.Second); j.Attempt != 1 || fake.callsFor(b.JobID) != 1 {
 		t.Fatalf("after an unrestricted worker started: %+v, %d calls", j, fake.callsFor(b.JobID))
 	}
@@ -212,12 +212,12 @@ func TestEndedWaitRunsBeforeTheBacklog(t *testing.T) {
 	e := newEnv(t, jobstest.InstantSim())
 	vb := e.otherOrg()
 	const n = 40
-	startRuntime(t, e, e.S, 4, func(c *jobs.RuntimeConfig) { c.PollEvery = 200 * time.Millisecond })
-	waitFor(t, 60*time.Second, "the leader's first poll", func() bool {
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4, func(c *jobs.RuntimeConfig) { c.PollEvery = 200 * time.Millisecond })
+	jobstest.WaitFor(t, 60*time.Second, "the leader's first poll", func() bool {
 		return e.Count("SELECT count(*) FROM river_job WHERE kind = 'asterion.poll_operations' AND state = 'completed'") > 0
 	})
 	submitMany(t, e, e.V, n, "org A's urgent backlog #sim:latency=500ms", priority(0))
-	waitFor(t, 20*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
+	jobstest.WaitFor(t, 20*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
 	// B's vehicle, of a worse band, is not fetched while A's are there; B's job says it
 	// waited for the provider, as a job whose snooze has just ended does.
 	b := jobstest.Submit(t, e.S, vb, "org B's prompt #sim:latency=10ms")
@@ -225,7 +225,7 @@ func TestEndedWaitRunsBeforeTheBacklog(t *testing.T) {
 		jobs.WaitingProviderCapacity, b.JobID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
+	jobstest.WaitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
 	notStarted := e.Count(`SELECT count(*) FROM sa_job AS a, sa_job AS b WHERE b.id = ? AND a.org_id = ?
   AND (a.started_at IS NULL OR a.started_at > b.started_at)`, b.JobID, e.O)
 	t.Logf("%d of org A's %d jobs had not started when org B's did", notStarted, n)
@@ -243,10 +243,10 @@ func TestOrgFirstOnOneWorker(t *testing.T) {
 	vb := e.otherOrg()
 	const n = 40
 	submitMany(t, e, e.V, n, "org A's urgent backlog #sim:latency=50ms", priority(0))
-	startRuntime(t, e, e.S, 1)
-	waitFor(t, 20*time.Second, "org A's first job", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 1 })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
+	jobstest.WaitFor(t, 20*time.Second, "org A's first job", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 1 })
 	b := jobstest.Submit(t, e.S, vb, "org B's prompt #sim:latency=10ms")
-	waitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
+	jobstest.WaitFor(t, 60*time.Second, "org B's prompt to start", func() bool { return e.Job(b.JobID).StartedAt != nil })
 	notStarted := e.Count(`SELECT count(*) FROM sa_job AS a, sa_job AS b WHERE b.id = ? AND a.org_id = ?
   AND (a.started_at IS NULL OR a.started_at > b.started_at)`, b.JobID, e.O)
 	t.Logf("%d of org A's %d jobs had not started when org B's did", notStarted, n)

@@ -19,13 +19,13 @@ func TestFairShareCapHoldsNoOrgBehind(t *testing.T) {
 	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.OrgMaxRunning = 3 })
 	vb := e.otherOrg()
 	most := sampleMostRunning(t, e, e.O)
-	startRuntime(t, e, e.S, 10)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 10)
 	submitMany(t, e, e.V, 100, "org A's backlog #sim:latency=1s")
 	submitted := time.Now()
 	b := submitMany(t, e, vb, 10, "org B's prompt #sim:latency=1s")
 	deadline := submitted.Add(8 * time.Second)
 	for _, s := range b {
-		waitFor(t, time.Until(deadline), "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, time.Until(deadline), "org B's prompts", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	t.Logf("org B's ten prompts finished %v after their submit", time.Since(submitted).Round(time.Millisecond))
 	if n := countJobs(e, e.O, jobs.StateQueued); n == 0 {
@@ -45,10 +45,10 @@ func TestFairShareWeight(t *testing.T) {
 	setShare(t, e, e.O, 2, false)
 	submitMany(t, e, e.V, 90, "weight two #sim:latency=500ms")
 	submitMany(t, e, vb, 90, "weight one #sim:latency=500ms")
-	startRuntime(t, e, e.S, 6)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 6)
 	done := func() int { return e.Count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") }
 	// The window opens once the first round has finished, so both orgs run their share.
-	waitFor(t, 20*time.Second, "a first round of jobs", func() bool { return done() >= 12 })
+	jobstest.WaitFor(t, 20*time.Second, "a first round of jobs", func() bool { return done() >= 12 })
 	var from time.Time
 	if err := e.D.Bun.QueryRowContext(context.Background(), "SELECT now()").Scan(&from); err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestFairShareWeight(t *testing.T) {
 	inWindow := func(org int64) int {
 		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'succeeded' AND finished_at > ?", org, from)
 	}
-	waitFor(t, 30*time.Second, "48 jobs in the window", func() bool { return inWindow(e.O)+inWindow(vb.OrgID) >= 48 })
+	jobstest.WaitFor(t, 30*time.Second, "48 jobs in the window", func() bool { return inWindow(e.O)+inWindow(vb.OrgID) >= 48 })
 	a, b := inWindow(e.O), inWindow(vb.OrgID)
 	if countJobs(e, e.O, jobs.StateQueued) == 0 || countJobs(e, vb.OrgID, jobs.StateQueued) == 0 {
 		t.Fatalf("a backlog ran out inside the window (A %d, B %d finished): the window says nothing", a, b)
@@ -76,11 +76,11 @@ func TestFairShareNewPromptNotHeldBehindBacklog(t *testing.T) {
 	e := newEnv(t, jobstest.InstantSim())
 	vb := e.otherOrg()
 	submitMany(t, e, e.V, 500, "org A's backlog #sim:latency=1s")
-	startRuntime(t, e, e.S, 4)
-	waitFor(t, 10*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
+	jobstest.WaitFor(t, 10*time.Second, "org A filling the workers", func() bool { return countJobs(e, e.O, jobs.StateRunning) == 4 })
 	submitted := time.Now()
 	s := jobstest.Submit(t, e.S, vb, "org B's new prompt #sim:latency=10ms")
-	waitFor(t, 30*time.Second, "org B's prompt to start", func() bool { return e.Job(s.JobID).StartedAt != nil })
+	jobstest.WaitFor(t, 30*time.Second, "org B's prompt to start", func() bool { return e.Job(s.JobID).StartedAt != nil })
 	t.Logf("org B's prompt started %v after its submit, behind %d queued jobs of A", time.Since(submitted).Round(time.Millisecond),
 		countJobs(e, e.O, jobs.StateQueued))
 	if n := startedBefore(e, e.O, s.JobID); n > 20 {
@@ -104,11 +104,11 @@ func TestOrgPausedHoldsItsJobs(t *testing.T) {
 	setShare(t, e, e.O, 1, true)
 	paused := submitMany(t, e, e.V, 6, "paused org #sim:latency=50ms")
 	others := submitMany(t, e, vb, 12, "running org #sim:latency=200ms")
-	startRuntime(t, e, e.S, 3)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 3)
 	for _, s := range others {
-		waitFor(t, 20*time.Second, "the other org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 20*time.Second, "the other org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
-	waitFor(t, 10*time.Second, "the paused org's jobs to say why they wait", func() bool {
+	jobstest.WaitFor(t, 10*time.Second, "the paused org's jobs to say why they wait", func() bool {
 		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = 'queued' AND waiting_for = ?",
 			e.O, jobs.WaitingOrgPaused) == len(paused)
 	})
@@ -117,7 +117,7 @@ func TestOrgPausedHoldsItsJobs(t *testing.T) {
 	}
 	setShare(t, e, e.O, 1, false)
 	for _, s := range paused {
-		waitFor(t, 15*time.Second, "the resumed org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
+		jobstest.WaitFor(t, 15*time.Second, "the resumed org's jobs", func() bool { return e.Job(s.JobID).State == "succeeded" })
 	}
 	if n := e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND attempt <> 1", e.O); n != 0 {
 		t.Errorf("%d jobs of the resumed org took more than one attempt", n)

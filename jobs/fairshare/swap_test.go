@@ -28,8 +28,8 @@ func TestFairShareNoJobRunsTwice(t *testing.T) {
 	vb, vc := e.otherOrg(), e.otherOrg()
 	setShare(t, e, vb.OrgID, 2, false)
 	setShare(t, e, vc.OrgID, 3, false)
-	startRuntime(t, e, e.S, 6)
-	startRuntime(t, e, second, 6)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 6)
+	jobstest.StartRuntime(t, e.D.Pool, second, 6)
 	var all []jobs.Submitted
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func TestFairShareNoJobRunsTwice(t *testing.T) {
 			t.Fatalf("submit: %v", err)
 		}
 	}
-	waitFor(t, 90*time.Second, "every job", func() bool {
+	jobstest.WaitFor(t, 90*time.Second, "every job", func() bool {
 		return e.Count("SELECT count(*) FROM sa_job WHERE state = 'succeeded'") == len(all)
 	})
 	for _, s := range all {
@@ -99,7 +99,7 @@ WHERE queue = ?`, first, jobs.QueuePrompts); err != nil {
 	for i, s := range subs {
 		before[i] = vehicle(s.JobID)
 	}
-	startRuntime(t, e, e.S, 1)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	for _, s := range subs {
 		e.WaitState(s.JobID, jobs.StateSucceeded, 10*time.Second)
 	}
@@ -146,7 +146,7 @@ func TestCrossBandSwapKeepsTheOrgsOrder(t *testing.T) {
 	if _, err := e.S.Cancel(context.Background(), vb, b.JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	startRuntime(t, e, e.S, 1)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	for _, s := range a {
 		e.WaitState(s.JobID, jobs.StateSucceeded, 20*time.Second)
 	}

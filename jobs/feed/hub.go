@@ -62,6 +62,9 @@ type Hub struct {
 	// probeEvery and tickEvery are the probe and catch-up intervals (tests stretch them);
 	// probeIdle is the longest gap probes stretch to while they find nothing.
 	probeEvery, probeIdle, tickEvery time.Duration
+	// idleProbes counts the probes that found nothing, a signal for tests: enough of them in a
+	// row and the probe has slowed to probeIdle, which a test waits for instead of sleeping.
+	idleProbes atomic.Int64
 }
 
 // NewHub returns a hub; Run must be running for subscribers to receive anything.
@@ -246,6 +249,8 @@ func (h *Hub) workLoop(ctx context.Context) {
 			ok, err := Pending(ctx, h.db)
 			if err == nil && ok {
 				signal(h.sequence)
+			} else if err == nil {
+				h.idleProbes.Add(1)
 			}
 			gap = nextProbeGap(gap, h.probeEvery, h.probeIdle, err == nil && ok)
 			probe.Reset(gap)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"asterion/db/dbtest"
 )
 
 // TestUnwatchedHubMovesItsCursorToTheHighMark: with nobody subscribed, the hub numbers events
@@ -23,20 +25,13 @@ func TestUnwatchedHubMovesItsCursorToTheHighMark(t *testing.T) {
 	for _, label := range []string{"a", "b", "c"} {
 		publish(label)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	dbtest.WaitFor(t, 10*time.Second, "the high mark and the cursor at 3 with nobody subscribed", func() bool {
 		last, err := HighMark(ctx, d.Bun)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last == 3 && h.Cursor() == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("high mark %d, cursor %d; want both at 3 with nobody subscribed", last, h.Cursor())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return last == 3 && h.Cursor() == 3
+	})
 	sub := h.Subscribe(Scope{AllOrgs: true}, 10)
 	defer sub.Close()
 	publish("d")

@@ -41,6 +41,11 @@ type Config struct {
 	// (0, MaxMaxPause]. Default DefaultMaxPause. Any member can make the provider say "wait",
 	// and the wait holds every org.
 	MaxPause time.Duration
+	// OnGrant, when set, is called with every slot Reserve grants, after it is taken. It is a
+	// test signal: the governor's promise is about the slots it hands out on the database's
+	// clock, and a test compares those with when the calls really started instead of timing
+	// the calls on a machine whose load it does not control.
+	OnGrant func(model string, gr Grant)
 }
 
 func (c *Config) validate() error {
@@ -128,6 +133,9 @@ func (g *Governor) Reserve(ctx context.Context, model string, tokens int) (Grant
 			// Ask again when the slot comes within the horizon.
 			gr.Wait = max(gr.Wait-g.cfg.Horizon, 10*time.Millisecond)
 		}
+	}
+	if granted && g.cfg.OnGrant != nil {
+		g.cfg.OnGrant(model, gr)
 	}
 	return gr, nil
 }

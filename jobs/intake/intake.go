@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,6 +40,13 @@ type Intake struct {
 	quiet chan struct{}
 	// lastDone is when inFlight last returned to zero.
 	lastDone time.Time
+
+	// now is the intake's clock, time.Now; tests replace it to cross the yield window
+	// without waiting for it.
+	now func() time.Time
+	// parked counts the Yields waiting for the submits, a test signal: a test that asserts a
+	// Yield has not returned first waits for it to be parked, instead of sleeping a while.
+	parked atomic.Int64
 }
 
 // New validates cfg and returns the intake of one process.
@@ -48,7 +56,7 @@ func New(cfg Config) (*Intake, error) {
 	}
 	q := make(chan struct{})
 	close(q)
-	return &Intake{cfg: cfg, maxWait: cfg.Yield, quiet: q, lane: NewLane(cfg.LaneWidth)}, nil
+	return &Intake{cfg: cfg, maxWait: cfg.Yield, quiet: q, lane: NewLane(cfg.LaneWidth), now: time.Now}, nil
 }
 
 // Enter marks a submit in flight; the returned func marks it done. With no yield nobody waits
@@ -68,7 +76,7 @@ func (in *Intake) Enter() (release func()) {
 		in.inFlight--
 		if in.inFlight == 0 {
 			close(in.quiet)
-			in.lastDone = time.Now()
+			in.lastDone = in.now()
 		}
 		in.mu.Unlock()
 	}
@@ -89,6 +97,8 @@ func (in *Intake) Yield(ctx context.Context) {
 	}
 	t := time.NewTimer(in.maxWait)
 	defer t.Stop()
+	in.parked.Add(1)
+	defer in.parked.Add(-1)
 	select {
 	case <-quiet:
 	case <-t.C:
@@ -104,13 +114,17 @@ func (in *Intake) Transaction(ctx context.Context, class Class) (release func())
 		return func() {}
 	}
 	in.mu.Lock()
-	flowing := in.inFlight > 0 || time.Since(in.lastDone) < in.maxWait
+	flowing := in.inFlight > 0 || in.now().Sub(in.lastDone) < in.maxWait
 	in.mu.Unlock()
 	if !flowing {
 		return func() {}
 	}
 	return in.lane.Enter(ctx, class)
 }
+
+// Parked is how many Yields wait for this process's submits now. It is a signal for tests
+// (a worker held back by a submit is parked here) and costs nothing to read.
+func (in *Intake) Parked() int64 { return in.parked.Load() }
 
 // Lane is the lane the intake narrows worker transactions through while submits flow.
 func (in *Intake) Lane() *Lane { return in.lane }

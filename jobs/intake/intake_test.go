@@ -3,8 +3,11 @@ package intake
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
+
+	"asterion/db/dbtest"
 )
 
 // yielded runs in.Yield(ctx) in the background and reports on the channel when it returns.
@@ -18,13 +21,16 @@ func yielded(ctx context.Context, in *Intake) <-chan time.Duration {
 	return done
 }
 
-// stillWaiting fails the test if the yield has already returned.
-func stillWaiting(t *testing.T, done <-chan time.Duration, why string) {
+// stillWaiting fails the test if the yield has returned once it is parked in its wait: the
+// parked count is the signal that it reached the wait, so "it has not returned" is checked
+// after a known event, not after a guess at how long a goroutine takes to start.
+func stillWaiting(t *testing.T, in *Intake, parked int64, done <-chan time.Duration, why string) {
 	t.Helper()
+	dbtest.WaitFor(t, 10*time.Second, "the yield to park", func() bool { return in.parked.Load() >= parked })
 	select {
 	case <-done:
 		t.Fatalf("yield returned %s", why)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 
@@ -53,15 +59,15 @@ func TestIntakeYieldWaitsForSubmitsInFlight(t *testing.T) {
 		in := testIntake(time.Hour)
 		first, second := in.Enter(), in.Enter()
 		done := yielded(ctx, in)
-		stillWaiting(t, done, "while two submits were in flight")
+		stillWaiting(t, in, 1, done, "while two submits were in flight")
 		first()
-		stillWaiting(t, done, "while one submit was still in flight")
+		stillWaiting(t, in, 1, done, "while one submit was still in flight")
 		second()
 		returned(t, done, "after the last submit ended")
 		// A new submit makes the next worker wait again.
 		third := in.Enter()
 		done = yielded(ctx, in)
-		stillWaiting(t, done, "while a later submit was in flight")
+		stillWaiting(t, in, 1, done, "while a later submit was in flight")
 		third()
 		returned(t, done, "after the later submit ended")
 	})
@@ -79,7 +85,7 @@ func TestIntakeYieldWaitsForSubmitsInFlight(t *testing.T) {
 		defer in.Enter()()
 		cctx, cancel := context.WithCancel(ctx)
 		done := yielded(cctx, in)
-		stillWaiting(t, done, "before its context ended")
+		stillWaiting(t, in, 1, done, "before its context ended")
 		cancel()
 		returned(t, done, "after its context ended")
 	})
@@ -122,7 +128,7 @@ func TestIntakeNarrowsWorkerTransactionsWhileSubmitsFlow(t *testing.T) {
 		in, hold := full(time.Hour)
 		defer in.Enter()()
 		got := transacted(ctx, in, Finish)
-		notAdmitted(t, got, "a finish while a submit was in flight")
+		notAdmitted(t, in.lane, 1, got, "a finish while a submit was in flight")
 		hold()
 		admitted(t, got, "the finish once the lane freed")()
 	})
@@ -130,11 +136,21 @@ func TestIntakeNarrowsWorkerTransactionsWhileSubmitsFlow(t *testing.T) {
 		t.Parallel()
 		in, hold := full(time.Second)
 		defer hold()
+		// The intake's clock is the test's: the window is crossed by moving it, so a slow
+		// machine cannot carry the first claim past the window.
+		var mu sync.Mutex
+		now := time.Unix(1_000_000, 0)
+		in.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 		in.Enter()()
-		ended := time.Now()
-		notAdmitted(t, transacted(ctx, in, Claim), "a claim just after a submit ended")
+		notAdmitted(t, in.lane, 1, transacted(ctx, in, Claim), "a claim just after a submit ended")
+		mu.Lock()
+		now = now.Add(999 * time.Millisecond)
+		mu.Unlock()
+		notAdmitted(t, in.lane, 2, transacted(ctx, in, Claim), "a claim just inside the window")
 		// Once the window has passed, a new transaction goes straight through.
-		time.Sleep(time.Until(ended.Add(1100 * time.Millisecond)))
+		mu.Lock()
+		now = now.Add(time.Millisecond)
+		mu.Unlock()
 		admitted(t, transacted(ctx, in, Claim), "a claim after the window")()
 	})
 	t.Run("zero maxWait never narrows", func(t *testing.T) {

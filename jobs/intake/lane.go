@@ -75,3 +75,11 @@ func (l *Lane) leave() {
 	}
 	l.busy--
 }
+
+// Waiting is how many entries wait for a place now. It is a signal for tests (a transaction
+// held back by the lane waits here).
+func (l *Lane) Waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiting[Finish]) + len(l.waiting[Claim])
+}

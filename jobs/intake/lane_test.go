@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"asterion/db/dbtest"
 )
 
 // entered runs l.Enter(ctx, class) in the background and delivers its release once admitted.
@@ -28,13 +30,20 @@ func admitted(t *testing.T, got <-chan func(), who string) func() {
 	}
 }
 
-// notAdmitted fails the test if an entry is admitted within a short while.
-func notAdmitted(t *testing.T, got <-chan func(), who string) {
+// notAdmitted fails the test if an entry is admitted once l holds waiters waiting entries
+// (the entry among them): the waiting list is
+// the signal that the entry reached its wait, after which only a release can admit it.
+func notAdmitted(t *testing.T, l *Lane, waiters int, got <-chan func(), who string) {
 	t.Helper()
+	dbtest.WaitFor(t, 10*time.Second, who+" to wait", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.waiting[Finish])+len(l.waiting[Claim]) >= waiters
+	})
 	select {
 	case <-got:
 		t.Fatalf("%s was admitted while the lane was full", who)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 
@@ -45,7 +54,7 @@ func TestLaneAdmitsItsWidth(t *testing.T) {
 	first := admitted(t, entered(ctx, l, Claim), "the first claim")
 	second := admitted(t, entered(ctx, l, Claim), "the second claim")
 	third := entered(ctx, l, Claim)
-	notAdmitted(t, third, "a third claim")
+	notAdmitted(t, l, 1, third, "a third claim")
 	first()
 	admitted(t, third, "the third claim after a place was freed")()
 	second()
@@ -64,7 +73,7 @@ func TestLaneWidthIsAtLeastOne(t *testing.T) {
 	t.Parallel()
 	l := NewLane(0)
 	release := admitted(t, entered(context.Background(), l, Claim), "a claim in a lane of width 0")
-	notAdmitted(t, entered(context.Background(), l, Claim), "a second claim in a lane made with width 0")
+	notAdmitted(t, l, 1, entered(context.Background(), l, Claim), "a second claim in a lane made with width 0")
 	release()
 }
 
@@ -89,7 +98,7 @@ func TestLaneServesFinishesBeforeClaims(t *testing.T) {
 			release()
 		}()
 		// Arrival order is the order of the waiting lists: let each join before the next.
-		waitForCond(t, 5*time.Second, name+" to wait", func() bool {
+		dbtest.WaitFor(t, 5*time.Second, name+" to wait", func() bool {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			n := 0
@@ -126,11 +135,11 @@ func TestLaneWaiterGivesUpWithItsContext(t *testing.T) {
 	holder := admitted(t, entered(context.Background(), l, Claim), "the holder")
 	cctx, cancel := context.WithCancel(context.Background())
 	waiter := entered(cctx, l, Finish)
-	notAdmitted(t, waiter, "the waiter")
+	notAdmitted(t, l, 1, waiter, "the waiter")
 	cancel()
 	gaveUp := admitted(t, waiter, "the waiter after its context ended")
 	gaveUp() // a no-op: it must not free the holder's place
-	notAdmitted(t, entered(context.Background(), l, Claim), "a claim while the holder still held the lane")
+	notAdmitted(t, l, 1, entered(context.Background(), l, Claim), "a claim while the holder still held the lane")
 	holder()
 }
 
@@ -173,17 +182,5 @@ func TestLaneNeverExceedsItsWidth(t *testing.T) {
 	}
 	if l.busy != 0 || len(l.waiting[0])+len(l.waiting[1]) != 0 {
 		t.Errorf("after everyone left: busy %d, waiting %d+%d; want all zero", l.busy, len(l.waiting[0]), len(l.waiting[1]))
-	}
-}
-
-// waitForCond polls cond every 20 ms until it holds or timeout passes.
-func waitForCond(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

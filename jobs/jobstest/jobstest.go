@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/uptrace/bun"
 
+	"asterion/db/dbtest"
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 )
@@ -76,16 +77,10 @@ func StartRuntime(t testing.TB, pool *pgxpool.Pool, svc *jobs.Service, workers i
 	return rt
 }
 
-// WaitFor polls cond every 10 ms until it holds or timeout passes.
+// WaitFor is dbtest.WaitFor, named here too so that a test of jobs needs one helper import.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, timeout, what, cond)
 }
 
 // ValidStatusDoc checks doc against deferred-operation-status.v1 and returns it as JSON fields.

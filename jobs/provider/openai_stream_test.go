@@ -181,8 +181,8 @@ func TestOpenAIStreamFailures(t *testing.T) {
 }
 
 // TestOpenAIStreamCancelClosesRequest cancels a call while its answer streams and checks that
-// the provider sees its request end within a second, and that the call reports a cancellation
-// with what had arrived.
+// the provider sees its request end (the cancel, not the stream's end, closes it), and that the
+// call reports a cancellation with what had arrived.
 func TestOpenAIStreamCancelClosesRequest(t *testing.T) {
 	t.Parallel()
 	requestEnded := make(chan time.Time, 1)
@@ -190,26 +190,24 @@ func TestOpenAIStreamCancelClosesRequest(t *testing.T) {
 		select {
 		case <-r.Context().Done():
 			requestEnded <- time.Now()
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 		}
 	}))
 	o := newTestOpenAI(t, srv.URL, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var cancelledAt time.Time
-	_, err := o.Complete(ctx, Request{Text: "a prompt", Output: func(string) { cancelledAt = time.Now(); cancel() }})
+	_, err := o.Complete(ctx, Request{Text: "a prompt", Output: func(string) { cancel() }})
 	if !IsCanceled(err) {
 		t.Fatalf("Complete = %v, want a cancellation", err)
 	}
 	if pe := Classify(err); pe.Partial.Text != "Partial" || pe.Partial.CompletionTokens != 1 {
 		t.Errorf("Partial = %+v, want the text that arrived", pe.Partial)
 	}
+	// The handler reports only a request whose client went away (its own wait is a minute and
+	// reports nothing), so a report is the cancel reaching the provider.
 	select {
-	case at := <-requestEnded:
-		if d := at.Sub(cancelledAt); d > time.Second {
-			t.Errorf("the provider saw its request end %v after the cancel", d)
-		}
-	case <-time.After(5 * time.Second):
+	case <-requestEnded:
+	case <-time.After(20 * time.Second):
 		t.Fatal("the provider never saw its request end")
 	}
 }

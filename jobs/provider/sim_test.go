@@ -323,11 +323,8 @@ func TestSimHangAndContext(t *testing.T) {
 			ctx, cancel := tt.ctx()
 			defer cancel()
 			sim := NewSim(SimConfig{}) // real timer-based Sleep
-			start := time.Now()
+			// A latency of an hour ends within the test only by the context.
 			_, err := sim.Complete(ctx, Request{JobID: "j", Attempt: 1, Text: tt.text})
-			if elapsed := time.Since(start); elapsed > 5*time.Second {
-				t.Errorf("Complete took %v after the context ended", elapsed)
-			}
 			if err == nil {
 				t.Fatal("Complete succeeded, want a context error")
 			}

@@ -9,15 +9,16 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/readmodel"
 )
 
 func TestDashboardRowsNamesAndCountsAreScoped(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	a := e.Submit("mine")
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "operator")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}
 	b, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "theirs"})
 	if err != nil {
@@ -79,7 +80,7 @@ func contains(list []string, s string) bool {
 
 func TestDashboardFindJobAndBulkSelect(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	subs := []jobs.Submitted{e.Submit("one"), e.Submit("two"), e.Submit("three")}
 	j, err := e.R.FindJob(ctx, e.Op, subs[1].PromptID)
@@ -90,7 +91,7 @@ func TestDashboardFindJobAndBulkSelect(t *testing.T) {
 	if err != nil || j.ID != subs[2].JobID {
 		t.Fatalf("FindJob(job) = %v, %v", j.ID, err)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "operator")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}
 	if _, err := e.R.FindJob(ctx, other, subs[0].JobID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("FindJob from another org = %v, want ErrNotFound", err)
@@ -122,7 +123,7 @@ func TestDashboardFindJobAndBulkSelect(t *testing.T) {
 
 func TestDashboardQueueBacklog(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	a, b, c := e.Submit("a"), e.Submit("b"), e.Submit("c")
 	if _, err := e.D.Bun.ExecContext(ctx, "UPDATE sa_job SET scheduled_at = now() - interval '5 minutes' WHERE id = ?", a.JobID); err != nil {
@@ -139,7 +140,7 @@ func TestDashboardQueueBacklog(t *testing.T) {
 	if bl.Due != 2 || bl.PastDue != 1 || bl.OldestDue == nil || time.Since(*bl.OldestDue) < 4*time.Minute {
 		t.Fatalf("backlog = %+v, want 2 due, 1 past due since 5 min", bl)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "operator")
 	bl, err = e.R.QueueBacklog(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Minute)
 	if err != nil || bl.Due != 0 || bl.PastDue != 0 || bl.OldestDue != nil {
 		t.Fatalf("another org's backlog = %+v, %v", bl, err)
@@ -148,12 +149,13 @@ func TestDashboardQueueBacklog(t *testing.T) {
 
 func TestDashboardSeriesAndLiveness(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	l, err := e.R.WorkerLiveness(ctx)
 	if err != nil || l.Alive || l.LastSeen != nil {
 		t.Fatalf("liveness without any worker = %+v, %v", l, err)
 	}
+	asked := time.Now()
 	pts, err := e.R.QueueSeries(ctx, e.Op, time.Hour, time.Minute)
 	if err != nil || len(pts) != 60 {
 		t.Fatalf("series = %d points, %v", len(pts), err)
@@ -163,18 +165,19 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 			t.Fatalf("points %d and %d are %v apart", i-1, i, pts[i].At.Sub(pts[i-1].At))
 		}
 	}
-	if last := pts[len(pts)-1].At; time.Since(last) < 0 || time.Since(last) > time.Minute+5*time.Second {
-		t.Fatalf("last bucket starts at %v, not in the current minute", last)
+	// The current minute is the one the query ran in, which lies between asked and now.
+	if last := pts[len(pts)-1].At; last.Before(asked.Truncate(time.Minute)) || last.After(time.Now()) {
+		t.Fatalf("last bucket starts at %v, not in the minute of the query (%v)", last, asked)
 	}
 	subs := []jobs.Submitted{e.Submit("x"), e.Submit("y #sim:fail=provider_4xx"), e.Submit("z")}
-	startRuntime(t, e, e.S, 2)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	for _, s := range subs {
-		waitFor(t, 15*time.Second, "job to finish", func() bool {
+		jobstest.WaitFor(t, 15*time.Second, "job to finish", func() bool {
 			st := e.Job(s.JobID).State
 			return st == "succeeded" || st == "failed"
 		})
 	}
-	waitFor(t, 15*time.Second, "a live worker", func() bool {
+	jobstest.WaitFor(t, 15*time.Second, "a live worker", func() bool {
 		l, err = e.R.WorkerLiveness(ctx)
 		return err == nil && l.Alive
 	})
@@ -196,7 +199,7 @@ func TestDashboardSeriesAndLiveness(t *testing.T) {
 	if finished != 3 || failed != 1 {
 		t.Fatalf("series counts %d finished, %d failed; want 3 and 1", finished, failed)
 	}
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "operator")
 	pts, _ = e.R.QueueSeries(ctx, jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}, time.Hour, time.Minute)
 	for _, p := range pts {
 		if p.Finished != 0 {

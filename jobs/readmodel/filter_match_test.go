@@ -10,6 +10,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/readmodel"
 )
 
@@ -19,9 +20,9 @@ import (
 // scheduled jobs, older and newer).
 func TestFilterMatchesAgreesWithTheListQuery(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "member")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "member")
 	later := time.Now().Add(time.Hour)
 	var ids []uuid.UUID
 	for i, text := range []string{"plain", "to cancel", "scheduled", "another plain"} {

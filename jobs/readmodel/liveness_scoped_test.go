@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 )
 
 // TestWorkerLivenessScopedToOrg: an operator sees worker liveness from their own org's jobs (and
@@ -12,9 +13,9 @@ import (
 // while an admin sees every org's.
 func TestWorkerLivenessScopedToOrg(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
-	otherOrg, otherUser := createOrgUser(t, e.D.Bun, "operator")
+	otherOrg, otherUser := jobstest.CreateOrgUser(t, e.D.Bun, "operator")
 	other := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true}
 	admin := jobs.Viewer{OrgID: otherOrg, UserID: otherUser, OrgWide: true, AllOrgs: true}
 	// No worker ever ran: nobody sees a sign of life.

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 	"asterion/jobs/readmodel"
 )
 
@@ -52,7 +53,7 @@ func (q *queryCounter) during(fn func(ctx context.Context)) []string {
 // the history and however many prompts were retried; the changed drops likewise.
 func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	qc := &queryCounter{}
 	e.D.Bun.AddQueryHook(qc)
 	ctx := context.Background()
@@ -66,7 +67,7 @@ func TestMissionFieldReadsTheNewest200InOneQuery(t *testing.T) {
 		prompts = append(prompts, e.Submit(text))
 	}
 	// Another user's prompts are never in the field.
-	other := jobs.Viewer{OrgID: e.O, UserID: createUser(t, e.D.Bun, e.O, "member")}
+	other := jobs.Viewer{OrgID: e.O, UserID: jobstest.CreateUser(t, e.D.Bun, e.O, "member")}
 	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "not mine"}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ var stateRank = map[string]int{"queued": 0, "running": 1, "succeeded": 2, "faile
 func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, provider.NewSim(provider.SimConfig{MinLatency: 0, MaxLatency: 5 * time.Millisecond}))
-	startRuntime(t, e, e.S, 8)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 8)
 	ctx := context.Background()
 	const writers, each, limit = 8, 32, 50
 
@@ -155,7 +155,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 	t.Logf("%d reads, final states %v", calls, byState)
 
 	// Another member sees none of it; an operator of the org sees all of it.
-	other := createUser(t, e.D.Bun, e.O, "member")
+	other := jobstest.CreateUser(t, e.D.Bun, e.O, "member")
 	if _, items, err := e.R.MissionRecent(ctx, jobs.Viewer{OrgID: e.O, UserID: other}, nil, 500); err != nil || len(items) != 0 {
 		t.Fatalf("another member sees %d items, %v", len(items), err)
 	}
@@ -180,7 +180,7 @@ func unsettled(e *tenv) int {
 // then moves on, instead of handing back the same full page for ever.
 func TestMissionRecentPagesThroughOneInstant(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	const prompts, limit = 25, 10
 	want := map[uuid.UUID]bool{}

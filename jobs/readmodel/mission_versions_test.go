@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/jobstest"
 )
 
 // The versions of the field are those of MissionField's items: the same newest prompts, oldest
@@ -14,7 +15,7 @@ import (
 // MissionPrompts reads in full only the prompts asked for, only the viewer's.
 func TestMissionVersionsMatchTheField(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, instantSim())
+	e := newEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	var prompts []jobs.Submitted
 	for range 12 {
@@ -28,7 +29,7 @@ func TestMissionVersionsMatchTheField(t *testing.T) {
 	if _, err := e.S.Retry(ctx, e.V, prompts[4].JobID, jobs.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	other := jobs.Viewer{OrgID: e.O, UserID: createUser(t, e.D.Bun, e.O, "member")}
+	other := jobs.Viewer{OrgID: e.O, UserID: jobstest.CreateUser(t, e.D.Bun, e.O, "member")}
 	theirs, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: other, Prompt: "not mine"})
 	if err != nil {
 		t.Fatal(err)

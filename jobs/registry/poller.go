@@ -174,6 +174,7 @@ func (r *Registry) CancelOperation(ctx context.Context, v Viewer, id uuid.UUID, 
 		if attempt == attempts || !errors.As(err, &busy) || !busy.Busy {
 			return doc, err
 		}
+		r.stats.BusyRetries.Add(1)
 		select {
 		case <-ctx.Done():
 			return doc, err
@@ -258,5 +259,6 @@ func (r *Registry) PollDue(ctx context.Context) (int, error) {
 		}
 		polled++
 	}
+	r.stats.Rounds.Add(1)
 	return polled, nil
 }

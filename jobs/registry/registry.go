@@ -71,6 +71,13 @@ type Registry struct {
 // PollerStats counts what the poller did, for /metrics.
 type PollerStats struct {
 	Polls, Transitions, Expiries, Errors atomic.Int64
+	// Rounds counts the rounds of PollDue that finished. It is the poller's signal to tests: a
+	// test that asserts the poller left an operation alone waits for rounds to pass, instead of
+	// sleeping for what it guesses is long enough.
+	Rounds atomic.Int64
+	// BusyRetries counts cancel attempts refused as busy (the work locked for a moment) and
+	// tried again; a test that holds such a lock lets go once it has seen one.
+	BusyRetries atomic.Int64
 }
 
 // New validates cfg and returns a registry with no owners.

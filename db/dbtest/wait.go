@@ -1,0 +1,22 @@
+package dbtest
+
+import (
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond every 10 ms until it holds, and fails the test when timeout passes first.
+// It is the one wait of the project's tests: a test waits on a condition the code makes true
+// (a row's state, a counter, a signal), never for a length of time, and the timeout only bounds
+// how long a broken build takes to fail. It lives here, below every package that has tests, so
+// that the packages jobstest cannot be imported by (jobs' own parts) use the same one.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
