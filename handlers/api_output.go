@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -11,15 +10,15 @@ import (
 
 // outputChunkJSON is one chunk of a job's output on the wire.
 type outputChunkJSON struct {
-	Seq  int       `json:"seq"`
-	Text string    `json:"text"`
-	At   time.Time `json:"at"`
+	Seq  int    `json:"seq"`
+	Text string `json:"text"`
+	At   string `json:"at"`
 }
 
 func toOutputChunks(cs []db.OutputChunk) []outputChunkJSON {
 	out := make([]outputChunkJSON, len(cs))
 	for i, c := range cs {
-		out[i] = outputChunkJSON{Seq: c.Seq, Text: c.Text, At: c.At.UTC()}
+		out[i] = outputChunkJSON{Seq: c.Seq, Text: c.Text, At: ts(c.At)}
 	}
 	return out
 }

@@ -44,6 +44,7 @@ var wantAccess = map[string]Access{
 	"GET /sa-core/v1/jobs/:id/output/events": Member,
 	"POST /sa-core/v1/jobs/:id/cancel":       Member,
 	"POST /sa-core/v1/jobs/:id/retry":        Member, "GET /sa-core/v1/metrics/queue": Operator,
+	"GET /sa-core/v1/openapi.json": Public,
 
 	"GET /v1/models": Member, "POST /v1/chat/completions": Member,
 	"POST /v1/responses": Member, "GET /v1/responses/:id": Member, "POST /v1/responses/:id/cancel": Member,

@@ -86,6 +86,7 @@ func send(t *testing.T, app *fiber.App, req *http.Request) (*http.Response, stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkAnswer(t, req, resp, b)
 	return resp, string(b)
 }
 

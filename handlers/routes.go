@@ -81,6 +81,7 @@ func (s *Server) routes() []Route {
 		{"POST", "/sa-core/v1/jobs/:id/cancel", Member, API, s.cancelJob},
 		{"POST", "/sa-core/v1/jobs/:id/retry", Member, API, s.retryJob},
 		{"GET", "/sa-core/v1/metrics/queue", Operator, API, s.queueMetrics},
+		{"GET", openapiPath, Public, API, s.openapiDocument},
 
 		// openai:begin (the OpenAI-compatible front door)
 		{"GET", "/v1/models", Member, OpenAI, s.openaiModels},

@@ -325,6 +325,7 @@ func (f *liveServer) send(t *testing.T, req *http.Request) liveResp {
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
 	}
+	checkAnswer(t, req, resp, b)
 	return liveResp{Response: resp, Body: b}
 }
 
@@ -484,6 +485,7 @@ func (f *liveServer) openEvents(t *testing.T, path, tok string, hdr ...string) *
 		cancel()
 		t.Fatalf("open %s: %v", path, err)
 	}
+	checkStreamHead(t, req, resp)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
