@@ -33,6 +33,9 @@ type QueuedPrompt struct {
 	Model    string
 	// Text is the prompt's text, for the governor's estimate of its tokens.
 	Text string
+	// Options, when set, are the job's execution options (their model is Model); nil: the
+	// defaults.
+	Options *ExecutionOptions
 }
 
 // Admission is the one admission of the service, for the doors built on it.
@@ -42,7 +45,12 @@ func (s *Service) Admission() *admit.Admission { return s.door }
 // its registry row, history, change-feed event and River vehicle, all in tx. It returns the
 // job and its operation's handle. q must carry its admission.
 func (s *Service) EnqueueTx(ctx context.Context, tx bun.Tx, q QueuedPrompt) (db.Job, deferred.Handle, error) {
-	opts, _ := json.Marshal(ExecutionOptions{Model: q.Model})
+	o := ExecutionOptions{}
+	if q.Options != nil {
+		o = *q.Options
+	}
+	o.Model = q.Model
+	opts, _ := json.Marshal(o)
 	w := db.NewWrites(tx)
 	job, handle, err := s.enqueueTx(ctx, w, newJob{promptID: q.PromptID, priority: q.Priority, maxAttempts: DefaultMaxAttempt,
 		options: opts, orgID: q.OrgID, userID: q.UserID, correlation: q.Correlation, ticket: q.Admitted, model: q.Model,
