@@ -85,6 +85,14 @@ func (s *Server) routes() []Route {
 		// openai:begin (the OpenAI-compatible front door)
 		{"GET", "/v1/models", Member, OpenAI, s.openaiModels},
 		{"POST", chatCompletionsPath, Member, OpenAI, s.chatCompletions},
+		{"POST", filesPath, Member, OpenAI, s.uploadFile},
+		{"GET", "/v1/files/:id", Member, OpenAI, s.getFile},
+		{"GET", "/v1/files/:id/content", Member, OpenAI, s.fileContent},
+		{"DELETE", "/v1/files/:id", Member, OpenAI, s.deleteFile},
+		{"POST", "/v1/batches", Member, OpenAI, s.createBatch},
+		{"GET", "/v1/batches", Member, OpenAI, s.listBatches},
+		{"GET", "/v1/batches/:id", Member, OpenAI, s.getBatch},
+		{"POST", "/v1/batches/:id/cancel", Member, OpenAI, s.cancelBatch},
 		// openai:end
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"asterion/db/dbtest"
+	"asterion/handlers/openai"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/batch"
 	"asterion/jobs/feed"
 	"asterion/jobs/provider"
 )
@@ -113,6 +115,10 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if err != nil {
 		t.Fatalf("jobs service: %v", err)
 	}
+	batches, err := batch.New(batch.Config{Jobs: svc, Endpoints: openai.BatchEndpoints()})
+	if err != nil {
+		t.Fatalf("batches: %v", err)
+	}
 	rt, err := jobs.NewRuntime(svc, jobs.RuntimeConfig{Pool: d.Pool, Workers: 4, PriorityCeiling: -1})
 	if err != nil {
 		t.Fatalf("jobs runtime: %v", err)
@@ -125,7 +131,7 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams,
+	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams, Batches: batches,
 		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}
 	if cfg.Deps != nil {
 		cfg.Deps(d, &deps)

@@ -29,11 +29,15 @@ func (b *Batches) Advance(ctx context.Context) (int, error) {
 	}
 	deadline := time.Now().Add(visitBudget)
 	steps := 0
+	var failed error
 	for _, id := range ids {
 		for time.Now().Before(deadline) {
 			more, err := b.step(ctx, id)
 			if err != nil {
-				return steps, err
+				// One batch that cannot step holds no other back; it is tried again next visit.
+				b.log.Error("a batch did not step", "batch_id", id, "err", err)
+				failed = err
+				break
 			}
 			steps++
 			if !more {
@@ -44,9 +48,9 @@ func (b *Batches) Advance(ctx context.Context) (int, error) {
 	if steps > 0 && time.Now().After(deadline) {
 		// Work is left: the next visit need not wait for the tick.
 		err := b.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return b.wake(ctx, tx) })
-		return steps, err
+		return steps, errors.Join(failed, err)
 	}
-	return steps, nil
+	return steps, failed
 }
 
 // step takes one step of batch id in a transaction of its own, and says whether another can
@@ -80,7 +84,7 @@ func (b *Batches) step(ctx context.Context, id string) (more bool, err error) {
 			if c.unfinished == 0 {
 				more = true
 				bt.Status = StatusFinalizing
-				cols = append(cols, "status", "finalizing_at")
+				cols = append(cols, "status")
 				if _, err := tx.NewUpdate().Model(bt).Column(cols...).Set("finalizing_at = now()").WherePK().Exec(ctx); err != nil {
 					return fmt.Errorf("record batch %s: %w", bt.ID, err)
 				}
