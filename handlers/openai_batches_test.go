@@ -319,3 +319,58 @@ func TestFrontDoorBatchIsolationAndInput(t *testing.T) {
 		t.Fatalf("next page: %v %+v", err, next)
 	}
 }
+
+// matrixBatch is a batch of org A's member u for the authorization matrix.
+func matrixBatch(t *testing.T, f *liveServer, u liveUser) string {
+	t.Helper()
+	client := f.sdkClient(u.Tok)
+	in := uploadBatchFile(t, client, chatLine("m", "matrix batch"))
+	b, err := client.Batches.New(context.Background(), sdk.BatchNewParams{InputFileID: in.ID,
+		Endpoint: sdk.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: sdk.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.ID
+}
+
+// TestFrontDoorBatchLinesPassAdmission: with the org's budget spent, a batch is accepted but
+// each of its lines is refused by the one admission, as any submit is: every line is in the
+// error file with OpenAI's insufficient_quota code, and no job is written. Another org's batch
+// runs.
+func TestFrontDoorBatchLinesPassAdmission(t *testing.T) {
+	f := startLiveServerWith(t, frontDoorConfig(t))
+	u := f.user(t, "fbadm-a", "fbadm-member", identity.RoleMember)
+	other := f.user(t, "fbadm-b", "fbadm-other", identity.RoleMember)
+	ctx := context.Background()
+	// A slow job's reservation holds the whole budget while the batch runs.
+	f.submit(t, u, "holds the budget #sim:latency=120s")
+	if _, err := f.DB.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 1, 'day')", u.OrgID); err != nil {
+		t.Fatal(err)
+	}
+	run := func(who liveUser) *sdk.Batch {
+		client := f.sdkClient(who.Tok)
+		in := uploadBatchFile(t, client, chatLine("x", "one #sim:tokens=2")+"\n"+chatLine("y", "two #sim:tokens=2")+"\n")
+		b, err := client.Batches.New(ctx, sdk.BatchNewParams{InputFileID: in.ID, Endpoint: sdk.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: sdk.BatchNewParamsCompletionWindow24h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return awaitBatch(t, client, b.ID, sdk.BatchStatusCompleted)
+	}
+	refused := run(u)
+	if rc := refused.RequestCounts; rc.Total != 2 || rc.Failed != 2 || refused.OutputFileID != "" {
+		t.Fatalf("batch past the budget: %s", refused.RawJSON())
+	}
+	for _, l := range fileLines(t, f.sdkClient(u.Tok), refused.ErrorFileID) {
+		if e, _ := l["error"].(map[string]any); e == nil || e["code"] != "insufficient_quota" {
+			t.Errorf("error line %v, want insufficient_quota", l)
+		}
+	}
+	var n int
+	if err := f.DB.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_job WHERE org_id = ?", u.OrgID).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d jobs in the org (%v), want only the one holding the budget", n, err)
+	}
+	if ok := run(other); ok.RequestCounts.Completed != 2 {
+		t.Errorf("another org's batch: %s", ok.RawJSON())
+	}
+}

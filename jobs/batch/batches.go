@@ -120,10 +120,10 @@ func (b *Batches) Create(ctx context.Context, req CreateRequest) (Batch, error) 
 	return out, err
 }
 
-// Batch is the batch id of v's org.
+// Batch is the batch id of v's org (of any org for an admin).
 func (b *Batches) Batch(ctx context.Context, v jobs.Viewer, id string) (Batch, error) {
 	var bt Batch
-	err := b.db.NewSelect().Model(&bt).Where("id = ? AND org_id = ?", id, v.OrgID).Scan(ctx)
+	err := orgOf(b.db.NewSelect().Model(&bt).Where("id = ?", id), v).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Batch{}, fmt.Errorf("batch %s: %w", id, ErrNotFound)
 	}
@@ -142,7 +142,7 @@ type Page struct {
 // MaxPage is the longest page of a list.
 const MaxPage = 100
 
-// List is the batches of v's org, newest first, after the batch after ("" from the newest),
+// List is the batches of v's own org, newest first, after the batch after ("" from the newest),
 // at most limit (1..MaxPage). An after that names no batch of the org is ErrNotFound.
 func (b *Batches) List(ctx context.Context, v jobs.Viewer, after string, limit int) (Page, error) {
 	if limit < 1 || limit > MaxPage {
@@ -185,7 +185,7 @@ func (b *Batches) CancelBatch(ctx context.Context, v jobs.Viewer, id string, act
 	}
 	// The batch's operation is cancelled through the registry, which asks this owner (Cancel
 	// below) in the same transaction; the batch was found in the caller's org already.
-	orgView := jobs.Viewer{OrgID: v.OrgID, UserID: v.UserID, OrgWide: true}
+	orgView := jobs.Viewer{OrgID: bt.OrgID, UserID: v.UserID, OrgWide: true}
 	if _, err := b.reg.CancelOperation(ctx, orgView, bt.OperationID, actor); err != nil &&
 		!errors.Is(err, registry.ErrConflict) {
 		return Batch{}, fmt.Errorf("cancel batch %s: %w", id, err)
