@@ -26,9 +26,9 @@ import (
 
 	"asterion/db"
 	"asterion/handlers/openai"
-	"asterion/jobs/batch"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/batch"
 	"asterion/jobs/chain"
 	"asterion/jobs/feed"
 	"asterion/jobs/flowctl"
@@ -131,17 +131,19 @@ func New(deps Deps) *Server {
 		dropCache: newMissionDropCache(missionDropCacheBytes), outputFrames: newOutputFrames(outputFramesKept)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
-		// Bodies are streamed: a file upload reads its body as it arrives and is never held
-		// whole; every other route reads at most BodyLimit of it (enforceBodyLimit). The form
-		// is not parsed before the handler, which would read the whole upload ahead of the
-		// authorization.
-		BodyLimit:                    BodyLimit,
-		StreamRequestBody:            true,
-		DisablePreParseMultipartForm: true,
+		// fasthttp reads at most BodyLimit of a body ahead of the handlers.
+		BodyLimit:             BodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		ErrorHandler:          s.handleError,
+
+		// Bodies are streamed: a file upload reads its body as it arrives and is never held
+		// whole; every other route reads at most BodyLimit of it (enforceBodyLimit), which
+		// answers the 413. The form is not parsed before the handler, which would read the
+		// whole upload ahead of the authorization.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
 	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit)

@@ -303,7 +303,7 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
 			model: r.Options.Model, tokens: provider.EstimateTokens(tokenText), scheduledFor: r.ScheduledFor,
-			trace: r.trace, jobID: r.jobID}
+			trace: r.trace, jobID: r.jobID, door: r.Door}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -384,6 +384,8 @@ type newJob struct {
 	trace trace.SpanContext
 	// ticket is the job's admission: enqueueTx refuses a job without one.
 	ticket admit.Ticket
+	// door is the way the job came in; the front door's is recorded with the job.
+	door admit.Door
 }
 
 // errNotAdmitted refuses to queue a job that did not pass admission.
@@ -445,6 +447,9 @@ func (s *Service) enqueueTx(ctx context.Context, w *db.Writes, nj newJob) (db.Jo
 	for _, s := range []db.Statement{rows.op.InsertStatement(), rows.history.InsertStatement(), rows.job.InsertStatement(),
 		rows.event.InsertStatement()} {
 		w.Insert(s)
+	}
+	if nj.door == admit.DoorFrontDoor {
+		w.Insert(db.JobDoorStatement(jobID, string(nj.door)))
 	}
 	return rows.job, rows.handle, nil
 }

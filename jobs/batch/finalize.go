@@ -175,7 +175,7 @@ func (b *Batches) end(ctx context.Context, tx bun.Tx, bt *Batch, status string) 
 	bt.Status, bt.CompletedCount, bt.FailedCount, bt.TotalLines = status, completed, failed, completed+failed
 	at := map[string]string{StatusCompleted: "completed_at", StatusCancelled: "cancelled_at", StatusExpired: "expired_at"}[status]
 	if _, err := tx.NewUpdate().Model(bt).Column("status", "output_file_id", "error_file_id", "completed_count", "failed_count",
-		"total_lines").Set(at+" = now()").WherePK().Exec(ctx); err != nil {
+		"total_lines").Set(at + " = now()").WherePK().Exec(ctx); err != nil {
 		return fmt.Errorf("end batch %s: %w", bt.ID, err)
 	}
 	_, err = b.reg.Record(ctx, tx, bt.OperationID, reportOf(*bt))
