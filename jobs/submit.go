@@ -448,8 +448,8 @@ func (s *Service) enqueueTx(ctx context.Context, w *db.Writes, nj newJob) (db.Jo
 		rows.event.InsertStatement()} {
 		w.Insert(s)
 	}
-	if nj.door == admit.DoorFrontDoor {
-		w.Insert(db.JobDoorStatement(jobID, string(nj.door)))
+	if rows.door != nil {
+		w.Insert(*rows.door)
 	}
 	return rows.job, rows.handle, nil
 }
@@ -475,6 +475,8 @@ type queuedRows struct {
 	job     db.Job
 	event   *db.Event
 	handle  deferred.Handle
+	// door records the door of a job of the front door (nil for any other).
+	door *db.Statement
 }
 
 // queuedRowsOf builds the queued rows of nj as job jobID, carried by River job riverID, which
@@ -510,6 +512,10 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 	}
 	if r.event, err = jobEventRow(r.job, string(deferred.StatusPending)); err != nil {
 		return queuedRows{}, err
+	}
+	if nj.door == admit.DoorFrontDoor {
+		st := db.JobDoorStatement(jobID, string(nj.door))
+		r.door = &st
 	}
 	return r, nil
 }
