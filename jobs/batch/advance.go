@@ -30,22 +30,26 @@ func (b *Batches) Advance(ctx context.Context) (int, error) {
 	deadline := time.Now().Add(visitBudget)
 	steps := 0
 	var failed error
-	for _, id := range ids {
-		for time.Now().Before(deadline) {
+	// Round by round, one step of each batch that has more to do, so a large batch's expansion
+	// holds a small one back by one chunk at most.
+	for len(ids) > 0 && time.Now().Before(deadline) {
+		var again []string
+		for _, id := range ids {
 			more, err := b.step(ctx, id)
 			if err != nil {
 				// One batch that cannot step holds no other back; it is tried again next visit.
 				b.log.Error("a batch did not step", "batch_id", id, "err", err)
 				failed = err
-				break
+				continue
 			}
 			steps++
-			if !more {
-				break
+			if more {
+				again = append(again, id)
 			}
 		}
+		ids = again
 	}
-	if steps > 0 && time.Now().After(deadline) {
+	if len(ids) > 0 {
 		// Work is left: the next visit need not wait for the tick.
 		err := b.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return b.wake(ctx, tx) })
 		return steps, errors.Join(failed, err)

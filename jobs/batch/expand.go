@@ -44,10 +44,14 @@ type pending struct {
 // expandChunk turns the next ChunkLines lines of bt's input file into jobs or error lines, in
 // tx, and records how far it went.
 func (b *Batches) expandChunk(ctx context.Context, tx bun.Tx, bt *Batch) error {
-	from, to := bt.ExpandedLines+1, min(bt.ExpandedLines+ChunkLines, bt.TotalLines)
-	rows, err := lines(ctx, tx, bt.InputFileID, from, to)
+	from := bt.ExpandedLines + 1
+	rows, err := lines(ctx, tx, bt.InputFileID, bt.ExpandedLines, ChunkLines)
 	if err != nil {
 		return err
+	}
+	to := bt.TotalLines
+	if len(rows) > 0 && len(rows) < bt.TotalLines-bt.ExpandedLines {
+		to = rows[len(rows)-1].LineNo
 	}
 	ep := b.cfg.Endpoints[bt.Endpoint]
 	var admitted []*pending

@@ -120,6 +120,7 @@ func writeLines(ctx context.Context, tx bun.Tx, f *File, r io.Reader) error {
 		return nil
 	}
 	var line []byte
+	held := 0
 	for {
 		frag, err := br.ReadSlice('\n')
 		if len(line)+len(frag) > MaxLineBytes {
@@ -144,8 +145,10 @@ func writeLines(ctx context.Context, tx bun.Tx, f *File, r io.Reader) error {
 				return invalid("file", "too_many_lines", "The file has more than %d lines.", MaxLines)
 			}
 			chunk = append(chunk, fileLine{FileID: f.ID, LineNo: f.LineCount, Body: bytes.Clone(body)})
+			held += len(body)
 			line = line[:0]
-			if len(chunk) == ChunkLines {
+			if len(chunk) == ChunkLines || held >= chunkBytes {
+				held = 0
 				if err := flush(); err != nil {
 					return err
 				}
@@ -210,14 +213,16 @@ func (b *Batches) DeleteFile(ctx context.Context, v jobs.Viewer, id string) erro
 	return nil
 }
 
-// WriteContent writes the content of file f to w as it was stored, ChunkLines lines a query.
+// WriteContent writes the content of file f to w as it was stored, a chunk of lines a query.
 func (b *Batches) WriteContent(ctx context.Context, f File, w io.Writer) error {
 	last := 0
-	for {
-		var rows []fileLine
-		if err := b.db.NewSelect().Model(&rows).Where("file_id = ? AND line_no > ?", f.ID, last).
-			Order("line_no").Limit(ChunkLines).Scan(ctx); err != nil {
-			return fmt.Errorf("read lines of file %s: %w", f.ID, err)
+	for last < f.LineCount {
+		rows, err := lines(ctx, b.db, f.ID, last, ChunkLines)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
 		}
 		for _, r := range rows {
 			if _, err := w.Write(r.Body); err != nil {
@@ -230,18 +235,35 @@ func (b *Batches) WriteContent(ctx context.Context, f File, w io.Writer) error {
 			}
 			last = r.LineNo
 		}
-		if len(rows) < ChunkLines {
-			return nil
-		}
 	}
+	return nil
 }
 
-// lines reads the lines from..to of file id, in order.
-func lines(ctx context.Context, idb bun.IDB, id string, from, to int) ([]fileLine, error) {
-	var rows []fileLine
-	if err := idb.NewSelect().Model(&rows).Where("file_id = ? AND line_no BETWEEN ? AND ?", id, from, to).
-		Order("line_no").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("read lines %d..%d of file %s: %w", from, to, id, err)
+// chunkBytes bounds the lines one chunk holds, whatever their number: a chunk ends at the line
+// that reaches it.
+const chunkBytes = 8 << 20
+
+// lines reads the lines of file id after line after, in order: at most n, and no more once
+// they hold chunkBytes.
+func lines(ctx context.Context, idb bun.IDB, id string, after, n int) ([]fileLine, error) {
+	rows, err := idb.QueryContext(ctx, "SELECT line_no, body FROM sa_file_line WHERE file_id = ? AND line_no > ? "+
+		"ORDER BY line_no LIMIT ?", id, after, n)
+	if err != nil {
+		return nil, fmt.Errorf("read the lines of file %s after %d: %w", id, after, err)
 	}
-	return rows, nil
+	defer rows.Close()
+	var out []fileLine
+	size := 0
+	for size < chunkBytes && rows.Next() {
+		l := fileLine{FileID: id}
+		if err := rows.Scan(&l.LineNo, &l.Body); err != nil {
+			return nil, fmt.Errorf("read the lines of file %s after %d: %w", id, after, err)
+		}
+		size += len(l.Body)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the lines of file %s after %d: %w", id, after, err)
+	}
+	return out, nil
 }
