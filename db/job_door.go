@@ -26,7 +26,7 @@ func JobDoors(ctx context.Context, idb bun.IDB, ids []uuid.UUID) (map[uuid.UUID]
 		JobID uuid.UUID `bun:"job_id"`
 		Door  string    `bun:"door"`
 	}
-	if err := idb.NewSelect().Table("sa_job_door").Column("job_id", "door").Where("job_id IN (?)", bun.In(ids)).
+	if err := idb.NewSelect().Table("sa_job_door").Column("job_id", "door").Where("job_id IN (?)", bun.List(ids)).
 		Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("read the doors of %d jobs: %w", len(ids), err)
 	}

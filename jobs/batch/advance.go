@@ -23,7 +23,7 @@ const visitBudget = 20 * time.Second
 func (b *Batches) Advance(ctx context.Context) (int, error) {
 	var ids []string
 	if err := b.db.NewSelect().Model((*Batch)(nil)).Column("id").
-		Where("status IN (?)", bun.In([]string{StatusValidating, StatusInProgress, StatusFinalizing, StatusCancelling})).
+		Where("status IN (?)", bun.List([]string{StatusValidating, StatusInProgress, StatusFinalizing, StatusCancelling})).
 		Order("created_at").Limit(100).Scan(ctx, &ids); err != nil {
 		return 0, fmt.Errorf("find unfinished batches: %w", err)
 	}

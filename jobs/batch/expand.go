@@ -102,7 +102,7 @@ func (b *Batches) expandChunk(ctx context.Context, tx bun.Tx, bt *Batch) error {
 		}
 		// A batch's job waits for as long as the batch's window, not a prompt's time to live.
 		if _, err := tx.NewUpdate().Table("sa_operation").Set("expires_at = ?", bt.ExpiresAt).
-			Where("id IN (?)", bun.In(ops)).Exec(ctx); err != nil {
+			Where("id IN (?)", bun.List(ops)).Exec(ctx); err != nil {
 			return fmt.Errorf("extend the operations of batch %s's jobs: %w", bt.ID, err)
 		}
 	}
