@@ -77,19 +77,32 @@ func (b *Batches) expandChunk(ctx context.Context, tx bun.Tx, bt *Batch) error {
 	}
 	ops := make([]uuid.UUID, 0, len(admitted))
 	doors := make([]jobDoor, 0, len(admitted))
+	prompts := make([]db.Entity, 0, len(admitted))
+	queued := make([]jobs.QueuedPrompt, 0, len(admitted))
+	var granted []*pending
 	for i, p := range admitted {
 		if grants[i].Err != nil {
 			out = append(out, lineError(bt.ID, p.row.LineNo, p, refusalOf(grants[i].Err)))
 			continue
 		}
-		job, opID, err := b.enqueue(ctx, tx, bt, p, grants[i].Ticket)
-		if err != nil {
-			return err
+		prompt, q := queuedOf(bt, p, grants[i].Ticket)
+		prompts, queued, granted = append(prompts, prompt), append(queued, q), append(granted, p)
+	}
+	if len(prompts) > 0 {
+		if _, err := tx.NewInsert().Model(&prompts).Exec(ctx); err != nil {
+			return fmt.Errorf("insert the prompts of lines %d..%d of batch %s: %w", from, to, bt.ID, err)
 		}
-		p.row.JobID = &job
+	}
+	queuedJobs, err := jobs.EnqueueMany(ctx, b.jobs, tx, queued)
+	if err != nil {
+		return fmt.Errorf("queue lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+	}
+	for i, p := range granted {
+		job := queuedJobs[i]
+		p.row.JobID = &job.ID
 		out = append(out, p.row)
-		ops = append(ops, opID)
-		doors = append(doors, jobDoor{JobID: job, Door: string(admit.DoorBatch)})
+		ops = append(ops, *job.OperationID)
+		doors = append(doors, jobDoor{JobID: job.ID, Door: string(admit.DoorBatch)})
 	}
 	if len(out) > 0 {
 		if _, err := tx.NewInsert().Model(&out).Exec(ctx); err != nil {
@@ -161,23 +174,15 @@ func (b *Batches) readLine(ctx context.Context, bt *Batch, ep Endpoint, l fileLi
 	return p, nil
 }
 
-// enqueue writes the prompt of p and queues its job at the batch's priority.
-func (b *Batches) enqueue(ctx context.Context, tx bun.Tx, bt *Batch, p *pending, t admit.Ticket) (uuid.UUID, uuid.UUID, error) {
+// queuedOf is the prompt of p and the job that runs it at the batch's priority.
+func queuedOf(bt *Batch, p *pending, t admit.Ticket) (db.Entity, jobs.QueuedPrompt) {
 	msgs, _ := json.Marshal(p.prompt.Messages)
 	promptID := uuid.New()
 	prompt := db.Entity{ID: promptID, Kind: "prompt", Body: p.ask.Text, Messages: msgs, CorrelationID: promptID,
 		TruthClass: "authored", StateClass: "open", OrgID: bt.OrgID, CreatedBy: bt.CreatedBy}
-	if _, err := tx.NewInsert().Model(&prompt).Exec(ctx); err != nil {
-		return uuid.Nil, uuid.Nil, fmt.Errorf("insert prompt of batch %s line %d: %w", bt.ID, p.row.LineNo, err)
-	}
 	opts := p.prompt.Options
-	job, h, err := b.jobs.EnqueueTx(ctx, tx, jobs.QueuedPrompt{PromptID: promptID, Priority: Priority, OrgID: bt.OrgID,
-		UserID: bt.CreatedBy, Correlation: promptID, Admitted: t, Model: p.ask.Model,
-		Text: jobs.ConversationText(p.prompt.Messages), Options: &opts})
-	if err != nil {
-		return uuid.Nil, uuid.Nil, fmt.Errorf("queue batch %s line %d: %w", bt.ID, p.row.LineNo, err)
-	}
-	return job.ID, h.OperationID, nil
+	return prompt, jobs.QueuedPrompt{PromptID: promptID, Priority: Priority, OrgID: bt.OrgID, UserID: bt.CreatedBy,
+		Correlation: promptID, Admitted: t, Model: p.ask.Model, Text: jobs.ConversationText(p.prompt.Messages), Options: &opts}
 }
 
 // lineError is the row of a line that did not become a job.
