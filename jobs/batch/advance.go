@@ -59,8 +59,10 @@ func (b *Batches) Advance(ctx context.Context) (int, error) {
 
 // step takes one step of batch id in a transaction of its own, and says whether another can
 // follow at once. A batch another process is stepping is left to it.
+//
+// A step does not enter the intake lane, as submits do: it is background work, and workers
+// that yielded to a long expansion would hold every org's jobs back.
 func (b *Batches) step(ctx context.Context, id string) (more bool, err error) {
-	defer b.jobs.Admit()()
 	err = b.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []Batch
 		if err := tx.NewSelect().Model(&rows).Where("id = ?", id).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
