@@ -62,6 +62,9 @@ var jobDoors = map[string]doorRequest{
 		return "POST", "/v1/responses", "application/json", `{"input":"through the responses door"}`
 	},
 	"POST /v1/responses/:id/cancel": nil,
+	// A file holds no job; a batch's lines pass admission one by one in the background, and a
+	// refused line goes to the error file (TestFrontDoorBatchLinesPassAdmission).
+	"POST /v1/files": nil, "DELETE /v1/files/:id": nil, "POST /v1/batches": nil, "POST /v1/batches/:id/cancel": nil,
 	"POST /sa-core/v1/jobs/:id/retry": func(fx doorFixtures) (string, string, string, string) {
 		return "POST", "/sa-core/v1/jobs/" + fx.apiRetry + "/retry", "application/json", ""
 	},

@@ -48,6 +48,8 @@ var wantAccess = map[string]Access{
 
 	"GET /v1/models": Member, "POST /v1/chat/completions": Member,
 	"POST /v1/responses": Member, "GET /v1/responses/:id": Member, "POST /v1/responses/:id/cancel": Member,
+	"POST /v1/files": Member, "GET /v1/files/:id": Member, "GET /v1/files/:id/content": Member, "DELETE /v1/files/:id": Member,
+	"POST /v1/batches": Member, "GET /v1/batches": Member, "GET /v1/batches/:id": Member, "POST /v1/batches/:id/cancel": Member,
 }
 
 // TestAuthorizationMatrix runs every route of the route table as anonymous, a member of org A
@@ -88,7 +90,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"/sa-core/v1/chains/":              chain.ChainID,
 		"/sa-core/v1/jobs/":                sub.JobID,
 		"/admin/health/orgs/":              strconv.FormatInt(memberA.OrgID, 10),
+		"/v1/files/":                       uploadBatchFile(t, f.sdkClient(memberA.Tok), chatLine("m", "matrix")).ID,
+		"/v1/batches/":                     matrixBatch(t, f, memberA),
 	}
+	// A delete consumes its object: each caller deletes a file of org A of its own.
+	fresh := map[string]func() string{"DELETE /v1/files/:id": func() string {
+		return uploadBatchFile(t, f.sdkClient(memberA.Tok), chatLine("m", "matrix")).ID
+	}}
 	fill := func(path string) (string, bool) {
 		if !strings.Contains(path, ":") {
 			return strings.Replace(path, "*", "", 1), false
@@ -136,6 +144,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		// whatever the role.
 		ownerOnly := strings.HasPrefix(r.Path, "/mission/prompts/:")
 		for _, p := range people {
+			if mk, ok := fresh[key]; ok {
+				path = strings.Replace(r.Path, ":id", mk(), 1)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			// A form naming the job satisfies the page actions that check which job a drop showed;
 			// JSON endpoints answer it with 415, which is still "allowed" for this matrix.

@@ -10,20 +10,6 @@ import (
 	"asterion/handlers/openapi"
 )
 
-// pendingRoutes are operations the OpenAPI document already describes whose routes are being
-// built. The coordinator empties this list when those routes land in the route table; an entry
-// that is a route already fails TestOpenAPIDocumentsRoutes, so it cannot linger.
-var pendingRoutes = map[string]bool{
-	"POST /v1/files":               true,
-	"GET /v1/files/{id}":           true,
-	"GET /v1/files/{id}/content":   true,
-	"DELETE /v1/files/{id}":        true,
-	"POST /v1/batches":             true,
-	"GET /v1/batches/{id}":         true,
-	"GET /v1/batches":              true,
-	"POST /v1/batches/{id}/cancel": true,
-}
-
 // documentOperations reads the "METHOD /path" of every operation of the OpenAPI document.
 func documentOperations(t *testing.T) map[string]bool {
 	t.Helper()
@@ -57,7 +43,7 @@ func openapiKey(r Route) string {
 // TestOpenAPIDocumentsRoutes holds the document and the route table together: every route of
 // the API and of the OpenAI-compatible front door (health, readiness and /metrics too, which
 // are API routes; the HTML pages are not) is an operation of the document, and every operation
-// of the document is a route, but for the pending ones listed in pendingRoutes.
+// of the document is a route.
 func TestOpenAPIDocumentsRoutes(t *testing.T) {
 	t.Parallel()
 	ops := documentOperations(t)
@@ -84,21 +70,13 @@ func TestOpenAPIDocumentsRoutes(t *testing.T) {
 	t.Run("every documented operation is a route", func(t *testing.T) {
 		var missing []string
 		for k := range ops {
-			if !routes[k] && !pendingRoutes[k] {
+			if !routes[k] {
 				missing = append(missing, k)
 			}
 		}
 		sort.Strings(missing)
 		for _, k := range missing {
 			t.Errorf("the document describes %s, which is no route of handlers/routes.go", k)
-		}
-		for k := range pendingRoutes {
-			if routes[k] {
-				t.Errorf("%s is a route now: remove it from pendingRoutes", k)
-			}
-			if !ops[k] {
-				t.Errorf("pendingRoutes lists %s, which the document does not describe", k)
-			}
 		}
 	})
 }

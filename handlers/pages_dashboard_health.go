@@ -80,6 +80,13 @@ func (s *Server) loadHealth(ctx context.Context, v jobs.Viewer) (views.Health, e
 	if h.Flow, err = s.loadFlow(ctx, v, live.Now); err != nil {
 		return views.Health{}, err
 	}
+	doors, err := s.deps.Reads.FrontDoorJobs(ctx, v, time.Hour)
+	if err != nil {
+		return views.Health{}, err
+	}
+	for _, d := range doors {
+		h.Doors = append(h.Doors, views.DoorCount{Door: d.Door, Active: d.Active, Window: d.Window})
+	}
 	return h, nil
 }
 

@@ -53,9 +53,19 @@ func (s *Server) jobRows(ctx context.Context, list []db.Job) []views.JobRow {
 		userIDs = append(userIDs, j.CreatedBy)
 	}
 	orgs, users := s.names(ctx, orgIDs, userIDs)
+	ids := make([]uuid.UUID, len(list))
+	for i, j := range list {
+		ids[i] = j.ID
+	}
+	doors, err := db.JobDoors(ctx, s.deps.Jobs.DB(), ids)
+	if err != nil {
+		// The door is a badge: a list without it is still the list.
+		s.log.Warn("the doors of listed jobs were not read", "err", err)
+	}
 	out := make([]views.JobRow, len(list))
 	for i, j := range list {
 		out[i] = jobRowOf(j, orgs, users)
+		out[i].Door = doors[j.ID]
 	}
 	return out
 }

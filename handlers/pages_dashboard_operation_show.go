@@ -3,11 +3,13 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/batch"
 	"asterion/jobs/deferred"
 	"asterion/views"
 )
@@ -46,6 +48,15 @@ func (s *Server) operationDetail(ctx context.Context, v jobs.Viewer, id uuid.UUI
 	}
 	var subject map[string]string
 	_ = json.Unmarshal(op.Subject, &subject)
+	if op.Kind == batch.Kind && s.deps.Batches != nil {
+		bt, err := s.deps.Batches.Batch(ctx, jobs.Viewer{OrgID: op.OrgID, AllOrgs: true}, subject["batch_id"])
+		if err == nil {
+			d.Batch = &views.BatchProgress{ID: bt.ID, Status: bt.Status, Total: bt.TotalLines, Expanded: bt.ExpandedLines,
+				Completed: bt.CompletedCount, Failed: bt.FailedCount}
+		} else if !errors.Is(err, batch.ErrNotFound) {
+			return views.OperationDetail{}, err
+		}
+	}
 	d.SubjectPromptID, d.SubjectJobID = dashUUID(subject["prompt_id"]), dashUUID(subject["job_id"])
 	for i, h := range od.History {
 		d.History = append(d.History, views.HistoryItem{Seq: h.Seq, Status: string(h.Status), At: h.At,

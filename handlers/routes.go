@@ -89,6 +89,14 @@ func (s *Server) routes() []Route {
 		{"POST", responsesPath, Member, OpenAI, s.createResponse},
 		{"GET", responsesPath + "/:id", Member, OpenAI, s.getResponse},
 		{"POST", responsesPath + "/:id/cancel", Member, OpenAI, s.cancelResponse},
+		{"POST", filesPath, Member, OpenAI, s.uploadFile},
+		{"GET", "/v1/files/:id", Member, OpenAI, s.getFile},
+		{"GET", "/v1/files/:id/content", Member, OpenAI, s.fileContent},
+		{"DELETE", "/v1/files/:id", Member, OpenAI, s.deleteFile},
+		{"POST", "/v1/batches", Member, OpenAI, s.createBatch},
+		{"GET", "/v1/batches", Member, OpenAI, s.listBatches},
+		{"GET", "/v1/batches/:id", Member, OpenAI, s.getBatch},
+		{"POST", "/v1/batches/:id/cancel", Member, OpenAI, s.cancelBatch},
 		// openai:end
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"asterion/handlers/openai"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/batch"
 	"asterion/jobs/chain"
 	"asterion/jobs/feed"
 	"asterion/jobs/flowctl"
@@ -48,6 +50,9 @@ type Deps struct {
 	Reads *readmodel.Reads
 	// Chains accepts and reads flow.chain operations; nil means a chain owner over Jobs.
 	Chains *chain.Chains
+	// Batches keeps the front door's files and runs its batches; nil means a batch owner over
+	// Jobs (whose worker then runs only on pools built after it).
+	Batches *batch.Batches
 	// Flow reads and steers flow control for the health page; nil means one over Jobs' database
 	// that knows no configured provider limits (the learned ones still show).
 	Flow *flowctl.Control
@@ -110,6 +115,10 @@ func New(deps Deps) *Server {
 		// Jobs is set, so New cannot fail.
 		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
 	}
+	if deps.Batches == nil && deps.Jobs != nil {
+		// Jobs and the endpoints are set, so New cannot fail.
+		deps.Batches, _ = batch.New(batch.Config{Jobs: deps.Jobs, Endpoints: openai.BatchEndpoints()})
+	}
 	if deps.Reads == nil && deps.Jobs != nil {
 		deps.Reads = readmodel.Of(deps.Jobs)
 	}
@@ -122,13 +131,19 @@ func New(deps Deps) *Server {
 		dropCache: newMissionDropCache(missionDropCacheBytes), outputFrames: newOutputFrames(outputFramesKept)}
 	s.app = fiber.New(fiber.Config{
 		AppName: "asterion",
-		// fasthttp refuses a Content-Length over the limit before reading the body, and stops a
-		// chunked body at the limit; the answer is handleError's 413.
+		// fasthttp reads at most BodyLimit of a body ahead of the handlers.
 		BodyLimit:             BodyLimit,
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		ErrorHandler:          s.handleError,
+
+		// Bodies are streamed: a file upload reads its body as it arrives and is never held
+		// whole; every other route reads at most BodyLimit of it (enforceBodyLimit), which
+		// answers the 413. The form is not parsed before the handler, which would read the
+		// whole upload ahead of the authorization.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 	})
 	metrics := NewHTTPMetrics(deps.Registry)
 	s.app.Use(s.recoverPanic, s.requestID, browserHeaders, s.accessLog, metrics.middleware, enforceBodyLimit)
@@ -301,11 +316,30 @@ func (s *Server) metricsHandler() fiber.Handler {
 	}
 }
 
-// enforceBodyLimit answers 413 for a body over BodyLimit, after the body was read, so the
-// client always gets the answer.
+// enforceBodyLimit reads the body of every route but a streamed upload up to BodyLimit and
+// answers 413 beyond it: at once for a Content-Length over the limit, at the limit for a
+// chunked body, without reading the rest. The connection then closes (its unread bytes are no
+// request), and the lingering close lets the client read the answer.
 func enforceBodyLimit(c *fiber.Ctx) error {
-	if len(c.Request().Body()) > BodyLimit {
+	req := c.Request()
+	if streamsItsBody(c) || !req.IsBodyStream() {
+		return c.Next()
+	}
+	tooLarge := func() error {
+		c.Context().SetConnectionClose()
 		return fiber.NewError(fiber.StatusRequestEntityTooLarge, "request body too large")
 	}
+	if req.Header.ContentLength() > BodyLimit {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(io.LimitReader(req.BodyStream(), BodyLimit+1))
+	if err != nil {
+		c.Context().SetConnectionClose()
+		return fiber.NewError(fiber.StatusBadRequest, "the request body could not be read")
+	}
+	if len(body) > BodyLimit {
+		return tooLarge()
+	}
+	req.SetBody(body)
 	return c.Next()
 }

@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"asterion/db/dbtest"
+	"asterion/handlers/openai"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/batch"
 	"asterion/jobs/feed"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
@@ -154,6 +156,10 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if cfg.Runtime != nil {
 		cfg.Runtime(&rcfg)
 	}
+	batches, err := batch.New(batch.Config{Jobs: svc, Endpoints: openai.BatchEndpoints()})
+	if err != nil {
+		t.Fatalf("batches: %v", err)
+	}
 	rt, err := jobs.NewRuntime(svc, rcfg)
 	if err != nil {
 		t.Fatalf("jobs runtime: %v", err)
@@ -166,7 +172,7 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams,
+	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams, Batches: batches,
 		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}
 	if cfg.Deps != nil {
 		cfg.Deps(d, &deps)

@@ -307,7 +307,7 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 		newJob{promptID: promptID, priority: *r.Priority, maxAttempts: *r.MaxAttempts, options: opts,
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
 			model: r.Options.Model, tokens: provider.EstimateTokens(tokenText), scheduledFor: r.ScheduledFor,
-			trace: r.trace, jobID: r.jobID}
+			trace: r.trace, jobID: r.jobID, door: r.Door}
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
@@ -388,6 +388,8 @@ type newJob struct {
 	trace trace.SpanContext
 	// ticket is the job's admission: enqueueTx refuses a job without one.
 	ticket admit.Ticket
+	// door is the way the job came in; the front door's is recorded with the job.
+	door admit.Door
 }
 
 // errNotAdmitted refuses to queue a job that did not pass admission.
@@ -450,6 +452,9 @@ func (s *Service) enqueueTx(ctx context.Context, w *db.Writes, nj newJob) (db.Jo
 		rows.event.InsertStatement()} {
 		w.Insert(s)
 	}
+	if rows.door != nil {
+		w.Insert(*rows.door)
+	}
 	return rows.job, rows.handle, nil
 }
 
@@ -474,6 +479,8 @@ type queuedRows struct {
 	job     db.Job
 	event   *db.Event
 	handle  deferred.Handle
+	// door records the door of a job of the front door (nil for any other).
+	door *db.Statement
 }
 
 // queuedRowsOf builds the queued rows of nj as job jobID, carried by River job riverID, which
@@ -509,6 +516,10 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 	}
 	if r.event, err = jobEventRow(r.job, string(deferred.StatusPending)); err != nil {
 		return queuedRows{}, err
+	}
+	if nj.door == admit.DoorFrontDoor {
+		st := db.JobDoorStatement(jobID, string(nj.door))
+		r.door = &st
 	}
 	return r, nil
 }

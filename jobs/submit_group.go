@@ -124,6 +124,11 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 			w.Insert(row(&prompts[k]))
 		}
 	}
+	for k := range prompts {
+		if d := prompts[k].rows.door; d != nil {
+			w.Insert(*d)
+		}
+	}
 	if err := w.Send(ctx); err != nil {
 		return fmt.Errorf("submit %d prompts: %w", len(prompts), err)
 	}

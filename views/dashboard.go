@@ -166,6 +166,8 @@ type JobRow struct {
 	Current bool
 	// Cancelable and Retryable say whether the job's state allows a cancel or a retry.
 	Cancelable, Retryable bool
+	// Door is the front door the job came through ("front_door", "batch"), "" for any other.
+	Door string
 }
 
 // OperationDetail is the operator view of one operation: every registry field except the
@@ -209,6 +211,9 @@ type OperationDetail struct {
 	Output JobOutput
 	Live   Live
 	Notice *Notice
+
+	// Batch is the progress of a batch of the front door (nil for another kind).
+	Batch *BatchProgress
 }
 
 // Cancelable reports whether the cancel button is enabled.
@@ -335,6 +340,25 @@ type Health struct {
 	Draining []DrainingWorker
 	// Flow is flow control: the models' governors, the orgs' shares and tokens per minute.
 	Flow HealthFlow
+	// Doors are the jobs of the OpenAI-compatible front door by the door they came through.
+	Doors []DoorCount
+}
+
+// DoorCount is the jobs of one front door: unfinished now, and created in the window.
+type DoorCount struct {
+	Door           string
+	Active, Window int64
+}
+
+// DoorLabel is how the dashboard names a door.
+func DoorLabel(door string) string {
+	switch door {
+	case "front_door":
+		return "openai"
+	case "":
+		return ""
+	}
+	return door
 }
 
 // DrainingWorker is a worker process in a graceful stop; ID is "" for a viewer who may not
@@ -568,4 +592,10 @@ func drainingTitle(ws []DrainingWorker) string {
 		parts[i] = who + " draining since " + isoTime(w.Since) + ", grace ends " + isoTime(w.GraceEnds)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// BatchProgress is a batch's progress by its requests.
+type BatchProgress struct {
+	ID, Status                         string
+	Total, Expanded, Completed, Failed int
 }

@@ -10,7 +10,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"asterion/handlers/openai"
 	"asterion/jobs"
+	"asterion/jobs/batch"
 	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
@@ -176,6 +178,11 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 	// completed prompts, and answers for both kinds to the poller; worker pools built from svc
 	// send the deliveries.
 	if _, err := chain.New(chain.Config{Jobs: svc}); err != nil {
+		return nil, err
+	}
+	// The batches of the front door: their owner answers the poller, and their worker runs on
+	// the worker pools built from svc.
+	if _, err := batch.New(batch.Config{Jobs: svc, Endpoints: openai.BatchEndpoints()}); err != nil {
 		return nil, err
 	}
 	keys, err := c.secretKeys()
