@@ -344,23 +344,6 @@ type Health struct {
 	Doors []DoorCount
 }
 
-// DoorCount is the jobs of one front door: unfinished now, and created in the window.
-type DoorCount struct {
-	Door           string
-	Active, Window int64
-}
-
-// DoorLabel is how the dashboard names a door.
-func DoorLabel(door string) string {
-	switch door {
-	case "front_door":
-		return "openai"
-	case "":
-		return ""
-	}
-	return door
-}
-
 // DrainingWorker is a worker process in a graceful stop; ID is "" for a viewer who may not
 // see it.
 type DrainingWorker struct {
@@ -592,10 +575,4 @@ func drainingTitle(ws []DrainingWorker) string {
 		parts[i] = who + " draining since " + isoTime(w.Since) + ", grace ends " + isoTime(w.GraceEnds)
 	}
 	return strings.Join(parts, "; ")
-}
-
-// BatchProgress is a batch's progress by its requests.
-type BatchProgress struct {
-	ID, Status                         string
-	Total, Expanded, Completed, Failed int
 }
