@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"sync"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -23,6 +22,7 @@ import (
 func (s *Server) streamChat(c *fiber.Ctx, call frontDoorCall) error {
 	st := &chatStreamer{call: call, reads: s.deps.Reads, chunks: openai.ChunkStream{ID: call.id, Created: call.created,
 		Model: call.model}}
+	st.jobCatchUp = jobCatchUp{jobID: call.jobID, catchUp: st.catchUp}
 	if gc, ok := c.Context().Conn().(*guardedConn); ok {
 		// A gone client is otherwise seen only when a write fails, which a job writing nothing
 		// yet never makes.
@@ -44,6 +44,7 @@ type chatStreamer struct {
 	reads  *readmodel.Reads
 	chunks openai.ChunkStream
 	chunkCursor
+	jobCatchUp
 	// wrote is true once any content went out.
 	wrote bool
 
@@ -64,23 +65,6 @@ func (o *chatStreamer) open(ctx context.Context, w *bufio.Writer) error {
 	}
 	return o.catchUp(ctx, w)
 }
-
-func (o *chatStreamer) resync(ctx context.Context, w *bufio.Writer) error { return o.catchUp(ctx, w) }
-
-func (o *chatStreamer) resyncOutput(ctx context.Context, w *bufio.Writer) error {
-	return o.catchUp(ctx, w)
-}
-
-func (o *chatStreamer) event(ctx context.Context, w *bufio.Writer, e feed.Event) error {
-	if e.JobID == nil || *e.JobID != o.call.jobID {
-		return nil
-	}
-	return o.catchUp(ctx, w)
-}
-
-func (o *chatStreamer) drained(context.Context, *bufio.Writer) error { return nil }
-func (o *chatStreamer) tick(context.Context, *bufio.Writer) error    { return nil }
-func (o *chatStreamer) tickEvery() time.Duration                     { return 0 }
 
 // catchUp reads the table after the last chunk sent and ends the stream once the job is over
 // and nothing is left. A retry that starts after content went out cannot be shown to the

@@ -5,7 +5,6 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -26,6 +25,7 @@ import (
 func (s *Server) streamResponse(c *fiber.Ctx, call responseCall, after int, created bool) error {
 	st := &responseStreamer{s: s, call: call, after: after,
 		events: openai.ResponseEvents{ResponseID: openai.ResponseID(call.jobID)}}
+	st.jobCatchUp = jobCatchUp{jobID: call.jobID, catchUp: st.catchUp}
 	if gc, ok := c.Context().Conn().(*guardedConn); ok && call.owns {
 		// A gone client is otherwise seen only when a write fails, which a job writing nothing
 		// yet never makes.
@@ -51,6 +51,7 @@ type responseStreamer struct {
 	// after is the number of the last event the reader has; only later ones are written.
 	after int
 	chunkCursor
+	jobCatchUp
 	// text is the attempt's output so far, sent or not, for the events that end the stream.
 	text strings.Builder
 	// opened is true once the events that open the message were reached; wrote once a delta
@@ -100,25 +101,6 @@ func pending(r openai.Response, status string) openai.Response {
 	r.Status, r.Output, r.Usage, r.Error, r.CompletedAt, r.IncompleteDetails = status, []openai.OutputItem{}, nil, nil, nil, nil
 	return r
 }
-
-func (o *responseStreamer) resync(ctx context.Context, w *bufio.Writer) error {
-	return o.catchUp(ctx, w)
-}
-
-func (o *responseStreamer) resyncOutput(ctx context.Context, w *bufio.Writer) error {
-	return o.catchUp(ctx, w)
-}
-
-func (o *responseStreamer) event(ctx context.Context, w *bufio.Writer, e feed.Event) error {
-	if e.JobID == nil || *e.JobID != o.call.jobID {
-		return nil
-	}
-	return o.catchUp(ctx, w)
-}
-
-func (o *responseStreamer) drained(context.Context, *bufio.Writer) error { return nil }
-func (o *responseStreamer) tick(context.Context, *bufio.Writer) error    { return nil }
-func (o *responseStreamer) tickEvery() time.Duration                     { return 0 }
 
 // catchUp reads the table after the last chunk placed and ends the stream once the job is
 // over and nothing is left. A retry restarts the numbering with the new attempt's output: if
