@@ -123,5 +123,13 @@ func (a asterionOnly) runLoadPhases(ctx context.Context, s *side, show func(stri
 		s.FrontDoor = &r
 		show("frontdoor", r)
 	}
+	if a.cfg.wants(a.cfg.phases, "batch") {
+		r, err := runBatch(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("batch phase: %w", err)
+		}
+		s.Batch = &r
+		show("batch", r)
+	}
 	return nil
 }
