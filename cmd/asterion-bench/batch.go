@@ -227,7 +227,7 @@ func runBatch(ctx context.Context, cfg config) (batchResult, error) {
 	if err != nil {
 		return r, err
 	}
-	probes := &batchProbes{api: small, pool: srv}
+	probes := &batchProbes{api: small, srv: srv}
 	defer probes.stop()
 	deadline := start.Add(5*time.Minute + time.Duration(r.Lines)*20*time.Millisecond)
 	for bt.Status != "completed" {
@@ -294,7 +294,7 @@ func terminalBatch(s string) bool {
 // stop, each timed until its job starts.
 type batchProbes struct {
 	api  *apiClient
-	pool *phaseServer
+	srv  *phaseServer
 	once sync.Once
 	quit chan struct{}
 	done chan struct{}
@@ -318,7 +318,7 @@ func (p *batchProbes) run(ctx context.Context) {
 	tick := time.NewTicker(benchBatchProbeEvery)
 	defer tick.Stop()
 	for {
-		queued, _, err := jobCounts(ctx, p.pool.pool)
+		queued, _, err := jobCounts(ctx, p.srv.pool)
 		if err != nil {
 			p.err = err
 			return
