@@ -60,6 +60,7 @@ type config struct {
 	streams, streamsBig, dashboards int
 	pageRequests                    int
 	pageSizes, growthSizes          string
+	batchLines                      int
 	// loadScale multiplies the counts (and the governed and fairness phases' durations) of the
 	// phases that start servers of their own; below 1 while developing them.
 	loadScale float64
@@ -80,7 +81,7 @@ func (c config) scaledFor(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.loadScale)
 }
 
-const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness,frontdoor"
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness,frontdoor,batch"
 
 // benchPassword is the password of the bench servers' first admin.
 const benchPassword = "bench-password-1"
@@ -129,6 +130,7 @@ func run() error {
 	flag.StringVar(&cfg.pageSizes, "page-sizes", "10000,100000,1000000", "database sizes of the pages phase (seeded prompts)")
 	flag.IntVar(&cfg.pageRequests, "page-requests", 200, "sequential requests per page and size in the pages phase")
 	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
+	flag.IntVar(&cfg.batchLines, "batch-lines", 50000, "request lines of the batch phase's file")
 	flag.Int64Var(&cfg.budget, "budget", 0, "a daily token budget for the Asterion side's org (0: none), to measure admission's reservation")
 	flag.Float64Var(&cfg.loadScale, "load-scale", 1, "scale of the chunks, inflight, governed and fairness phases (below 1 while developing them)")
 	flag.Parse()

@@ -80,8 +80,8 @@ func (a asterionOnly) run(ctx context.Context, s *side) error {
 
 // runLoadPhases runs the phases that start a server of their own with settings of their own
 // (phaseserver.go): live output to many streams, thousands of calls in flight, a governed
-// provider limit, a small org beside a large one's backlog, and the front door beside the
-// core API.
+// provider limit, a small org beside a large one's backlog, the front door beside the core
+// API, and a large batch of the front door beside a small org's prompts.
 func (a asterionOnly) runLoadPhases(ctx context.Context, s *side, show func(string, any)) error {
 	if a.cfg.wants(a.cfg.phases, "chunks") {
 		r, err := runChunks(ctx, a.cfg)
@@ -122,6 +122,14 @@ func (a asterionOnly) runLoadPhases(ctx context.Context, s *side, show func(stri
 		}
 		s.FrontDoor = &r
 		show("frontdoor", r)
+	}
+	if a.cfg.wants(a.cfg.phases, "batch") {
+		r, err := runBatch(ctx, a.cfg)
+		if err != nil {
+			return fmt.Errorf("batch phase: %w", err)
+		}
+		s.Batch = &r
+		show("batch", r)
 	}
 	return nil
 }

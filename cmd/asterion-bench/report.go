@@ -28,6 +28,7 @@ type side struct {
 	Governed   *governedResult   `json:"governed,omitempty"`
 	Fairness   *fairnessResult   `json:"fairness,omitempty"`
 	FrontDoor  *frontDoorResult  `json:"frontdoor,omitempty"`
+	Batch      *batchResult      `json:"batch,omitempty"`
 	// DBCost is what the end-to-end phase's jobs cost the database, per job.
 	DBCost *dbCostResult `json:"db_cost,omitempty"`
 }

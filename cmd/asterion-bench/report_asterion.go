@@ -100,6 +100,9 @@ func asterionRows(a side, row func(fig, av, bv, rt, target, how string)) {
 	if f := a.FrontDoor; f != nil {
 		frontDoorRows(f, only)
 	}
+	if b := a.Batch; b != nil {
+		batchRows(b, only)
+	}
 	if f := a.Fairness; f != nil {
 		fairnessRows(f, only)
 	}
