@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"asterion/db"
 	"asterion/jobs"
 	"asterion/jobs/jobstest"
@@ -74,5 +76,40 @@ func TestCutStreamRecordsWhatWasCounted(t *testing.T) {
 	written := len(strings.Fields(joined(e.output(e.Job(sub.JobID)))))
 	if rows[0].InputTokens != 2 || rows[0].OutputTokens < written || rows[0].OutputTokens >= 100 {
 		t.Errorf("cut attempt %+v, %d words stored", rows[0], written)
+	}
+}
+
+// TestSuccessUsageCountedOnce: a success's usage, which travels in its finish's statement,
+// lands once on the attempt rows, on the org's day and month totals and on the process's
+// counters, for every job of a batch.
+func TestSuccessUsageCountedOnce(t *testing.T) {
+	t.Parallel()
+	var m *usage.Meter
+	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 3)
+	const n = 6
+	var ids []string
+	for range n {
+		ids = append(ids, e.Submit("three words here #sim:tokens=5").JobID.String())
+	}
+	jobstest.WaitFor(t, 30*time.Second, "every job to succeed", func() bool {
+		var done int
+		err := e.D.Bun.NewRaw(`SELECT count(*) FROM sa_job WHERE id::text IN (?) AND state = 'succeeded'`, bun.List(ids)).Scan(context.Background(), &done)
+		return err == nil && done == n
+	})
+	var attempts, day, month int64
+	if err := e.D.Bun.NewRaw(`SELECT
+    (SELECT count(*) FROM sa_attempt WHERE org_id = ?0),
+    (SELECT coalesce(sum(tokens), 0) FROM sa_usage_period WHERE org_id = ?0 AND period = 'day'),
+    (SELECT coalesce(sum(tokens), 0) FROM sa_usage_period WHERE org_id = ?0 AND period = 'month')`, e.O).
+		Scan(context.Background(), &attempts, &day, &month); err != nil {
+		t.Fatal(err)
+	}
+	// Each job reads 3 words and writes 5 tokens.
+	if attempts != n || day != n*8 || month != n*8 {
+		t.Errorf("%d attempts, %d tokens today, %d this month; want %d, %d, %d", attempts, day, month, n, n*8, n*8)
+	}
+	if got := m.Recorded()["sim-1"]; got.InputTokens != n*3 || got.OutputTokens != n*5 {
+		t.Errorf("the meter counted %+v, want %d in and %d out", got, n*3, n*5)
 	}
 }
