@@ -120,6 +120,15 @@ const tokenAuthSQL = `SELECT u.id, u.name, u.role, o.id, o.name,
 	WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
 		AND u.disabled_at IS NULL`
 
+// recordTokenUseSQL records a token's use to the minute. It is conditional, so that concurrent
+// requests in the same minute write once between them, and it skips a row another request is
+// writing: the requests of a busy token that all find it stale at the turn of a minute do not
+// queue behind that one write's commit (a skipped use is the same minute's use the writer
+// records).
+const recordTokenUseSQL = `UPDATE api_tokens SET last_used_at = date_trunc('minute', now())
+WHERE id = (SELECT id FROM api_tokens WHERE token_hash = $1
+    AND (last_used_at IS NULL OR last_used_at < date_trunc('minute', now())) FOR UPDATE SKIP LOCKED)`
+
 // AuthenticateToken returns the principal of a live bearer token, or ErrUnauthenticated for a
 // token that is unknown, revoked or expired, or whose user is disabled. It is the one answer to
 // "is this token still valid", checked on every request. It records the use to the minute:
@@ -143,9 +152,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (Princip
 	}
 	p.Role = Role(role)
 	if stale {
-		// Conditional, so that concurrent requests in the same minute write once between them.
-		if _, err := s.db.DB.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = date_trunc('minute', now())
-			WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < date_trunc('minute', now()))`, hash); err != nil {
+		if _, err := s.db.DB.ExecContext(ctx, recordTokenUseSQL, hash); err != nil {
 			return Principal{}, fmt.Errorf("record token use: %w", err)
 		}
 	}
