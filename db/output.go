@@ -44,6 +44,14 @@ type PendingChunk struct {
 // are, and nothing follows a cancel, so a terminal job's output is final),
 // and the stored rows' gid range is announced on the channel in $2 with the writer's tag $3,
 // once per flush.
+//
+// A flush that stored rows commits without waiting for the WAL flush (synchronous_commit off
+// for its own transaction): PostgreSQL holds one cluster-wide lock across the commit of every
+// transaction that notified, so with a synchronous commit each flush, and the change feed's
+// sequencer behind it, waited for its own disk flush while the next one waited for the lock.
+// The chunks are the live output of a running attempt: the job's finish, a durable commit
+// that follows its last flush, flushes them to disk with it, and a database crash can only
+// lose the last chunks of an attempt that was still running.
 const insertOutputSQL = `WITH v AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
         AS v(job_id uuid, attempt smallint, seq integer, text text, pieces integer, claim text)
@@ -54,7 +62,7 @@ const insertOutputSQL = `WITH v AS (
     ON CONFLICT DO NOTHING
     RETURNING job_id, attempt, seq, text, pieces, prompt_id, org_id, created_by, at, gid
 ), announced AS (
-    SELECT pg_notify($2, r.lo || '-' || r.hi || ' ' || $3)
+    SELECT pg_notify($2, r.lo || '-' || r.hi || ' ' || $3), set_config('synchronous_commit', 'off', true)
     FROM (SELECT min(gid) AS lo, max(gid) AS hi FROM ins) r
     WHERE r.lo IS NOT NULL
 )
@@ -64,6 +72,8 @@ ORDER BY ins.gid`
 
 // InsertOutput stores chunks and returns those kept, in gid order, announcing them on channel
 // with tag. A chunk already stored (a retried flush) is neither stored again nor returned.
+// idb is the database, not a transaction: the statement relaxes the commit of the transaction
+// it runs in.
 func InsertOutput(ctx context.Context, idb bun.IDB, chunks []PendingChunk, channel, tag string) ([]OutputChunk, error) {
 	if len(chunks) == 0 {
 		return nil, nil
