@@ -32,8 +32,11 @@ type OrgBudget struct {
 	Period        string `bun:"period"`
 }
 
-// UsageShards is how many rows each org's total of a period is spread over.
-const UsageShards = 8
+// UsageShards is how many rows each org's total of a period is spread over. A finish holds
+// its shard's two rows (day and month) until its durable commit, so with few shards the
+// finishes of one busy org queue behind each other's disk flush; a reader sums a period's rows
+// from one index range, whose size matters little next to that wait.
+const UsageShards = 32
 
 // recordAttemptSQL writes an attempt's usage and adds it to its org's day and month totals, in
 // one statement; an attempt already recorded is neither written nor counted again.
