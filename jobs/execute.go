@@ -264,7 +264,8 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	// What the provider said of its limits reaches every process first: a 429 pauses the
 	// model before anything else happens.
 	s.calls.observeProvider(fctx, s.calls.modelOf(opts.Model), provider.EstimateTokens(prompt.Body), resp, err)
-	// A success's usage travels in its finish's statement; any other attempt's is written now.
+	// A success's usage travels in its finish's statement, so a crash before the finish
+	// commits loses it with the result it paid for; any other attempt's is written now.
 	var used *attemptRow
 	if err == nil {
 		used = s.calls.attemptUsage(job, opts.Model, resp, nil)
