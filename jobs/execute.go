@@ -264,14 +264,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	// What the provider said of its limits reaches every process first: a 429 pauses the
 	// model before anything else happens.
 	s.calls.observeProvider(fctx, s.calls.modelOf(opts.Model), provider.EstimateTokens(prompt.Body), resp, err)
-	// A success's usage travels in its finish's statement, so a crash before the finish
-	// commits loses it with the result it paid for; any other attempt's is written now.
-	var used *attemptRow
-	if err == nil {
-		used = s.calls.attemptUsage(job, opts.Model, resp, nil)
-	} else {
-		s.calls.recordAttempt(fctx, job, opts.Model, resp, err)
-	}
+	s.calls.recordAttempt(fctx, job, opts.Model, resp, err)
 	if out != nil {
 		// The output is stored before the job settles: a chunk is kept only while the job
 		// still runs this execution's claim and attempt.
@@ -282,13 +275,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 	defer s.intake.Transaction(fctx, intake.Finish)()
 	var o outcome
 	if err == nil {
-		o = s.finishSuccess(fctx, job, claim, *prompt, resp, took, used)
-		written := o.err == nil && !o.dropped
-		if used != nil && o.err != nil {
-			// The usage may be what the database refused: the result is not lost for it.
-			o = s.finishSuccess(fctx, job, claim, *prompt, resp, took, nil)
-		}
-		s.calls.settleUsage(fctx, used, written && used != nil)
+		o = s.finishSuccess(fctx, job, claim, *prompt, resp, took)
 	} else {
 		o = s.finishFailure(fctx, job, claim, err)
 	}
@@ -329,10 +316,9 @@ func responseID(promptID, jobID uuid.UUID, requestID string) uuid.UUID {
 	return uuid.NewSHA1(promptID, []byte("adapter-request:"+jobID.String()+":"+requestID))
 }
 
-// finishSuccess writes the response entity, the flows-to edge, the ledger and audit rows, the
-// attempt's usage (used, when not nil) and the succeeded job in one transaction, only while
-// the job is still running under claim.
-func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, prompt db.Entity, resp provider.Response, took time.Duration, used *attemptRow) outcome {
+// finishSuccess writes the response entity, the flows-to edge, the ledger and audit rows and
+// the succeeded job in one transaction, only while the job is still running under claim.
+func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, prompt db.Entity, resp provider.Response, took time.Duration) outcome {
 	var final db.Job
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		rid := responseID(job.PromptID, job.ID, resp.RequestID)
@@ -352,7 +338,7 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 		w := db.NewWrites(tx)
 		var err error
 		final, err = s.apply(ctx, w, change{jobID: job.ID, from: []State{StateRunning}, to: StateSucceeded, claim: claim, result: result,
-			with: rows, usage: used, set: []clause{is("response_id = ?", rid), is("finished_at = now()"), is("error_kind = NULL"),
+			with: rows, set: []clause{is("response_id = ?", rid), is("finished_at = now()"), is("error_kind = NULL"),
 				is("error_message = NULL")}})
 		if db.IsUniqueViolation(err, "sa_entity_pkey") {
 			return errDuplicateResponse

@@ -43,9 +43,6 @@ type change struct {
 	// prompt also reads the job's prompt entity in the same statement (a claim, whose worker
 	// needs the text next).
 	prompt bool
-	// usage, when set, is the attempt's usage, written by the same statement when the job's
-	// UPDATE applies (finishUsageSQL).
-	usage *attemptRow
 }
 
 // clause is one assignment or condition of a change, in bun's ? syntax with its arguments.
@@ -94,12 +91,7 @@ func (ch change) statement() (string, []any) {
 		q.WriteString(c.sql)
 		args = append(args, c.args...)
 	}
-	q.WriteString(" RETURNING *)")
-	if ch.usage != nil {
-		q.WriteString(finishUsageSQL)
-		args = append(args, ch.usage.args()...)
-	}
-	q.WriteString(" SELECT moved.*, ")
+	q.WriteString(" RETURNING *) SELECT moved.*, ")
 	q.WriteString(operationColumns())
 	if ch.prompt {
 		q.WriteString(", ")

@@ -95,34 +95,21 @@ type AttemptUsage struct {
 
 // Record writes u with its cost inside the caller's transaction (idb) and returns the row.
 func (m *Meter) Record(ctx context.Context, idb bun.IDB, u AttemptUsage) (db.Attempt, error) {
-	a, shard := m.Row(u)
-	if err := db.RecordAttempt(ctx, idb, a, shard); err != nil {
-		return db.Attempt{}, err
-	}
-	m.Counted(a)
-	return a, nil
-}
-
-// Row prices u as the row Record would write, with the shard of its org's totals it counts
-// in, for a caller that writes it in a statement of its own making (a job's finish) and calls
-// Counted once that statement committed.
-func (m *Meter) Row(u AttemptUsage) (db.Attempt, int) {
 	a := db.Attempt{JobID: u.JobID, Attempt: u.Attempt, OrgID: u.OrgID, Model: u.Model, StartedAt: u.StartedAt,
 		InputTokens: max(u.InputTokens, 0), OutputTokens: max(u.OutputTokens, 0)}
 	if u.ErrorKind != "" {
 		a.ErrorKind = &u.ErrorKind
 	}
 	a.CostUSD = m.cfg.Prices.Cost(u.Model, a.InputTokens, a.OutputTokens)
-	return a, rand.IntN(db.UsageShards)
-}
-
-// Counted adds a written row to what this process recorded (Recorded).
-func (m *Meter) Counted(a db.Attempt) {
+	if err := db.RecordAttempt(ctx, idb, a, rand.IntN(db.UsageShards)); err != nil {
+		return db.Attempt{}, err
+	}
 	m.mu.Lock()
 	t := m.recorded[a.Model]
 	t.Add(a)
 	m.recorded[a.Model] = t
 	m.mu.Unlock()
+	return a, nil
 }
 
 // Recorded returns what this process recorded since it started, per model: counters that only
