@@ -16,6 +16,7 @@ import (
 
 	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/eta"
 	"asterion/jobs/fairshare"
 	"asterion/jobs/governor"
 	"asterion/jobs/intake"
@@ -95,7 +96,7 @@ type Service struct {
 
 	cfg Config
 	// eta estimates when queued jobs start and running ones end (the 202's eta_seconds).
-	eta    *Estimator
+	eta    *eta.Estimator
 	db     *bun.DB
 	log    *slog.Logger
 	insert *river.Client[*sql.Tx]
@@ -188,11 +189,11 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Governor != nil {
 		rpm = cfg.Governor.RPM(governor.ModelState{})
 	}
-	eta, err := NewEstimator(ETAConfig{DB: cfg.DB, OrgMaxRunning: cfg.OrgMaxRunning, ProviderRPM: rpm})
+	etas, err := eta.New(eta.Config{DB: cfg.DB, OrgMaxRunning: cfg.OrgMaxRunning, ProviderRPM: rpm})
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Operations: &Operations{reg: reg}, eta: eta,
+	s := &Service{Operations: &Operations{reg: reg}, eta: etas,
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
 		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
@@ -230,7 +231,7 @@ func NewService(cfg Config) (*Service, error) {
 }
 
 // ETAs returns the estimator of when jobs start and end.
-func (s *Service) ETAs() *Estimator { return s.eta }
+func (s *Service) ETAs() *eta.Estimator { return s.eta }
 
 // DB returns the database the service writes.
 func (s *Service) DB() *bun.DB { return s.db }

@@ -19,6 +19,7 @@ import (
 	"asterion/db"
 	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/eta"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
 )
@@ -90,7 +91,7 @@ type Submitted struct {
 	Replayed bool
 	// ETA is the estimate of when the job starts, made as it was accepted; nil for a replayed
 	// submission (its job may have moved on) or when the estimate could not be made.
-	ETA *ETA
+	ETA *eta.ETA
 }
 
 // validate checks every field rule of the request and the admission's rules on its fields
@@ -220,8 +221,8 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted,
 	if err == nil && !out.Replayed {
 		// The job is committed whatever the estimate does: one that fails leaves the handle to
 		// be placed by its own read.
-		if eta, eerr := s.eta.Arrival(ctx, *req.Priority, req.Viewer.OrgID, req.ScheduledFor); eerr == nil {
-			out.ETA = &eta
+		if est, eerr := s.eta.Arrival(ctx, RiverPriority(*req.Priority), req.Viewer.OrgID, req.ScheduledFor); eerr == nil {
+			out.ETA = &est
 		}
 	}
 	return out, err

@@ -1,4 +1,4 @@
-package jobs
+package eta_test
 
 import (
 	"context"
@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"asterion/jobs"
+	"asterion/jobs/eta"
+	"asterion/jobs/jobstest"
 )
 
 // TestETAPlaceInRiverOrder: with no worker running, the estimate follows River's order (band,
@@ -15,20 +19,15 @@ import (
 // and the operation's estimate is its job's. The count walks idx_job_queued_band.
 func TestETAPlaceInRiverOrder(t *testing.T) {
 	t.Parallel()
-	s, d, org, user := newInternalService(t, "eta")
+	env := jobstest.NewEnv(t, jobstest.InstantSim())
+	s, d := env.S, env.D
 	ctx := context.Background()
-	v := Viewer{OrgID: org, UserID: user}
-	submit := func(text string, priority int, at *time.Time) Submitted {
+	submit := func(text string, priority int, at *time.Time) jobs.Submitted {
 		t.Helper()
-		p := priority
-		sub, err := s.Submit(ctx, SubmitRequest{Viewer: v, Prompt: text, Priority: &p, ScheduledFor: at})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sub
+		return env.Submit(text, func(r *jobs.SubmitRequest) { r.Priority, r.ScheduledFor = &priority, at })
 	}
 	bulk := submit("bulk", 80, nil)
-	var defaults []Submitted
+	var defaults []jobs.Submitted
 	for range 5 {
 		defaults = append(defaults, submit("default", 50, nil))
 	}
@@ -37,27 +36,27 @@ func TestETAPlaceInRiverOrder(t *testing.T) {
 	scheduled := submit("scheduled", 5, &later)
 
 	est := s.ETAs()
-	eta := func(id uuid.UUID) ETA {
+	estimate := func(id uuid.UUID) eta.ETA {
 		t.Helper()
-		e, ok, err := est.Job(ctx, id)
+		got, ok, err := est.Job(ctx, id)
 		if err != nil || !ok {
 			t.Fatalf("eta of %s: %v %v", id, ok, err)
 		}
-		return e
+		return got
 	}
 	// No worker, nothing measured: one slot of DefaultRun (2 s); the first in line starts now.
-	if got := eta(urgent.JobID); got.Seconds != 0 || !got.Starts {
+	if got := estimate(urgent.JobID); got.Seconds != 0 || !got.Starts {
 		t.Errorf("urgent, first in line: %+v", got)
 	}
 	for i, sub := range defaults {
-		if got, want := eta(sub.JobID).Seconds, 2*(i+1); got != want {
+		if got, want := estimate(sub.JobID).Seconds, 2*(i+1); got != want {
 			t.Errorf("default %d, behind the urgent one and %d others: %d s, want %d", i, i, got, want)
 		}
 	}
-	if got := eta(bulk.JobID).Seconds; got != 12 {
+	if got := estimate(bulk.JobID).Seconds; got != 12 {
 		t.Errorf("bulk, submitted first but sixth ahead: %d s, want 12", got)
 	}
-	if got := eta(scheduled.JobID); got.Seconds < 3590 || got.Seconds > 3601 || got.ScheduledFor == nil ||
+	if got := estimate(scheduled.JobID); got.Seconds < 3590 || got.Seconds > 3601 || got.ScheduledFor == nil ||
 		got.ScheduledFor.Sub(later).Abs() > time.Millisecond {
 		t.Errorf("scheduled in an hour: %+v", got)
 	}
@@ -70,7 +69,7 @@ func TestETAPlaceInRiverOrder(t *testing.T) {
 		t.Errorf("batch of 4 jobs and an unknown id: %v", batch)
 	}
 	for _, id := range ids[:4] {
-		if one := eta(id); batch[id].Seconds-one.Seconds > 1 || one.Seconds-batch[id].Seconds > 1 {
+		if one := estimate(id); batch[id].Seconds-one.Seconds > 1 || one.Seconds-batch[id].Seconds > 1 {
 			t.Errorf("job %s: batch %+v, single %+v", id, batch[id], one)
 		}
 	}
@@ -82,7 +81,7 @@ func TestETAPlaceInRiverOrder(t *testing.T) {
 	}
 	// Past a bound of 3 the place is extrapolated from the queued total (8 jobs): the last
 	// default job has 6 ahead, estimated between the bound and the total.
-	capped, err := NewEstimator(ETAConfig{DB: d.Bun, CountCap: 3})
+	capped, err := eta.New(eta.Config{DB: d.Bun, CountCap: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +90,7 @@ func TestETAPlaceInRiverOrder(t *testing.T) {
 	}
 	// The place is an index range, not a scan of the queue.
 	var plan []string
-	rows, err := d.Bun.QueryContext(ctx, "EXPLAIN "+etaJobSQL, bulk.JobID, 2000)
+	rows, err := d.Bun.QueryContext(ctx, "EXPLAIN "+eta.JobSQL, bulk.JobID, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package jobs
+package eta
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const frontSQL = `SELECT b, org_id, count(*) AS n FROM (
 	ORDER BY asterion_band(priority), created_at, id LIMIT ?) f
 GROUP BY b, org_id`
 
-// bands is one count per River priority band (index 1..4; RiverPriority).
+// bands is one count per River priority band (index 1..4).
 type bands [5]int
 
 // upTo is the sum of the counts of bands 1..band.
@@ -102,17 +102,17 @@ func (q *queueFront) count(ctx context.Context, e *Estimator) error {
 	return nil
 }
 
-// Arrival is the ETA of a prompt job accepted just now with priority for org, to run no
+// Arrival is the ETA of a prompt job accepted just now in River priority band (1..4) for org, to run no
 // earlier than scheduledFor (nil: at once). Its place comes from the queue's front counted at
 // most once per CacheFor and the jobs this process accepted since; jobs another process
 // accepted within that time are not counted yet, so the estimate may be early by what they
 // add.
-func (e *Estimator) Arrival(ctx context.Context, priority int, org int64, scheduledFor *time.Time) (ETA, error) {
+func (e *Estimator) Arrival(ctx context.Context, band int, org int64, scheduledFor *time.Time) (ETA, error) {
 	now := time.Now()
 	if scheduledFor != nil && scheduledFor.After(now) {
 		return ETA{Seconds: ceilSeconds(scheduledFor.Sub(now)), Starts: true, ScheduledFor: scheduledFor}, nil
 	}
-	ahead, aheadOrg, counted, err := e.front.place(ctx, e, RiverPriority(priority), org)
+	ahead, aheadOrg, counted, err := e.front.place(ctx, e, band, org)
 	if err != nil {
 		return ETA{}, err
 	}
@@ -120,7 +120,7 @@ func (e *Estimator) Arrival(ctx context.Context, priority int, org int64, schedu
 	if err != nil {
 		return ETA{}, err
 	}
-	eta, _ := e.estimateJob(etaRow{State: string(StateQueued), CreatedAt: now, ScheduledAt: now, Now: now,
+	eta, _ := e.estimateJob(etaRow{State: stateQueued, CreatedAt: now, ScheduledAt: now, Now: now,
 		Ahead: ahead, AheadOrg: aheadOrg, Counted: counted}, s, peak)
 	return eta, nil
 }

@@ -1,4 +1,4 @@
-package jobs
+package eta
 
 import (
 	"testing"
@@ -7,25 +7,25 @@ import (
 	"github.com/uptrace/bun"
 )
 
-func testEstimator(t *testing.T, cfg ETAConfig) *Estimator {
+func testEstimator(t *testing.T, cfg Config) *Estimator {
 	t.Helper()
 	cfg.DB = &bun.DB{}
-	e, err := NewEstimator(cfg)
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func TestETAConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	if _, err := NewEstimator(ETAConfig{}); err == nil {
+	if _, err := New(Config{}); err == nil {
 		t.Error("an estimator without a database was accepted")
 	}
-	if _, err := NewEstimator(ETAConfig{DB: &bun.DB{}, CountCap: -1}); err == nil {
+	if _, err := New(Config{DB: &bun.DB{}, CountCap: -1}); err == nil {
 		t.Error("a negative count cap was accepted")
 	}
-	e := testEstimator(t, ETAConfig{})
+	e := testEstimator(t, Config{})
 	if e.cfg.DefaultRun != 2*time.Second || e.cfg.CacheFor != time.Second || e.cfg.CountCap != 2000 {
 		t.Errorf("defaults %+v", e.cfg)
 	}
@@ -35,7 +35,7 @@ func TestETAConfigValidate(t *testing.T) {
 // measured over the last minute, never above the provider's RPM; an org cap bounds its org's.
 func TestETAModel(t *testing.T) {
 	t.Parallel()
-	e := testEstimator(t, ETAConfig{})
+	e := testEstimator(t, Config{})
 	busy := rateSample{running: 10, meanRun: time.Second}
 	if m := e.modelOf(busy, 0); m.capacity != 10 || m.free != 0 || m.rate != 10 {
 		t.Errorf("ten running one-second jobs: %+v", m)
@@ -61,12 +61,12 @@ func TestETAModel(t *testing.T) {
 	if m := e.modelOf(rateSample{running: 1, oldest: 5 * time.Second}, 0); m.meanRun != 5*time.Second {
 		t.Errorf("no history, a job running 5 s: mean run %v", m.meanRun)
 	}
-	capped := testEstimator(t, ETAConfig{ProviderRPM: 60, OrgMaxRunning: 2})
+	capped := testEstimator(t, Config{ProviderRPM: 60, OrgMaxRunning: 2})
 	m := capped.modelOf(busy, 0)
 	if m.rate != 1 || m.orgRate != 1 {
 		t.Errorf("60 RPM: %+v", m)
 	}
-	org := testEstimator(t, ETAConfig{OrgMaxRunning: 2})
+	org := testEstimator(t, Config{OrgMaxRunning: 2})
 	if m := org.modelOf(busy, 0); m.rate != 10 || m.orgRate != 2 {
 		t.Errorf("org cap 2 of one-second jobs: %+v", m)
 	}
@@ -124,7 +124,7 @@ func TestETAExtrapolate(t *testing.T) {
 
 func TestETAEstimate(t *testing.T) {
 	t.Parallel()
-	e := testEstimator(t, ETAConfig{CountCap: 100})
+	e := testEstimator(t, Config{CountCap: 100})
 	now := time.Now()
 	s := rateSample{running: 10, meanRun: 4 * time.Second}
 	started := now.Add(-time.Second)

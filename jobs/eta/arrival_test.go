@@ -1,4 +1,4 @@
-package jobs_test
+package eta_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // worker and no run measured yet, each job ahead costs the default run of 2 s.
 func TestArrivalPlacesEachSubmitBehindTheQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, jobstest.InstantSim())
+	e := jobstest.NewEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
 	urgent := 0
 	var last jobs.Submitted

@@ -1,4 +1,4 @@
-package jobs
+package eta
 
 import (
 	"context"
@@ -28,8 +28,8 @@ type ETA struct {
 // RetryAfter is the polling hint that follows the estimate: the estimate clamped to 1..60.
 func (e ETA) RetryAfter() int { return min(max(e.Seconds, 1), 60) }
 
-// ETAConfig configures an Estimator. The zero value of each field means its default.
-type ETAConfig struct {
+// Config configures an Estimator. The zero value of each field means its default.
+type Config struct {
 	// DB is the database the jobs are in (required).
 	DB *bun.DB
 	// OrgMaxRunning is the cap of one org's running jobs (Config.OrgMaxRunning); 0: none.
@@ -47,12 +47,12 @@ type ETAConfig struct {
 	CountCap int
 }
 
-func (c *ETAConfig) validate() error {
+func (c *Config) validate() error {
 	switch {
 	case c.DB == nil:
-		return errors.New("jobs: ETAConfig.DB is required")
+		return errors.New("eta: Config.DB is required")
 	case c.OrgMaxRunning < 0 || c.ProviderRPM < 0 || c.DefaultRun < 0 || c.CacheFor < 0 || c.CountCap < 0:
-		return fmt.Errorf("jobs: ETAConfig values must not be negative: %+v", *c)
+		return fmt.Errorf("eta: Config values must not be negative: %+v", *c)
 	}
 	if c.DefaultRun == 0 {
 		c.DefaultRun = 2 * time.Second
@@ -70,7 +70,7 @@ func (c *ETAConfig) validate() error {
 // that of a job just accepted (Arrival) none; the rate it divides by, and the queue's front
 // that places accepted jobs, are measured at most once per CacheFor for the whole process.
 type Estimator struct {
-	cfg ETAConfig
+	cfg Config
 	// workers is how many prompt workers this process runs (its runtimes add theirs): the
 	// least capacity the queue drains with, before any job was seen running.
 	workers atomic.Int64
@@ -85,11 +85,17 @@ type Estimator struct {
 	peakSince time.Time
 }
 
+// The two job states that have an estimate, as sa_job.state spells them.
+const (
+	stateQueued  = "queued"
+	stateRunning = "running"
+)
+
 // peakWindow is how long a peak of running jobs counts as the capacity the queue has.
 const peakWindow = time.Minute
 
-// NewEstimator validates cfg and returns an Estimator.
-func NewEstimator(cfg ETAConfig) (*Estimator, error) {
+// New validates cfg and returns an Estimator.
+func New(cfg Config) (*Estimator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -277,14 +283,14 @@ func (e *Estimator) estimate(r etaRow, s rateSample, peak int) (ETA, bool) {
 // estimateJob is the ETA of one job: its start when queued, its end when running.
 func (e *Estimator) estimateJob(r etaRow, s rateSample, peak int) (ETA, bool) {
 	m := e.modelOf(s, peak)
-	switch State(r.State) {
-	case StateRunning:
+	switch r.State {
+	case stateRunning:
 		var elapsed time.Duration
 		if r.StartedAt != nil {
 			elapsed = r.Now.Sub(*r.StartedAt)
 		}
 		return ETA{Seconds: ceilSeconds(m.runningLeft(elapsed))}, true
-	case StateQueued:
+	case stateQueued:
 		if r.ScheduledAt.After(r.Now) {
 			// Scheduled (or backing off): not claimable before then, and then first in line
 			// among what is due, as far as anyone can know now.

@@ -1,4 +1,4 @@
-package jobs
+package eta
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func (e *Estimator) one(ctx context.Context, query string, id uuid.UUID) (ETA, b
 	if err != nil {
 		return ETA{}, false, fmt.Errorf("place job %s in the queue: %w", id, err)
 	}
-	s, peak, err := e.measure(ctx, r.State == string(StateQueued) && r.Ahead >= e.cfg.CountCap)
+	s, peak, err := e.measure(ctx, r.State == stateQueued && r.Ahead >= e.cfg.CountCap)
 	if err != nil {
 		return ETA{}, false, err
 	}
@@ -120,7 +120,7 @@ func (e *Estimator) Jobs(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]ET
 	}
 	extrapolates := false
 	for _, r := range rows {
-		extrapolates = extrapolates || (r.State == string(StateQueued) && !r.Counted)
+		extrapolates = extrapolates || (r.State == stateQueued && !r.Counted)
 	}
 	s, peak, err := e.measure(ctx, extrapolates)
 	if err != nil {
