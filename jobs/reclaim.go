@@ -11,17 +11,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/jobs/maintenance"
 )
-
-// ReclaimReport counts what one reclaim pass did.
-type ReclaimReport struct {
-	Requeued int `json:"requeued"`
-	Failed   int `json:"failed"`
-	// Revehicled counts queued jobs moved off a vehicle whose worker died before claiming it.
-	Revehicled int `json:"revehicled"`
-	// Stranded counts queued jobs moved off a vehicle River had already finished (stranded.go).
-	Stranded int `json:"stranded"`
-}
 
 // ReclaimStuck finds running jobs whose heartbeat is older than StaleAfter (stuck-job
 // recovery) and, for each, either re-queues it as a worker crash (attempts left and started
@@ -33,10 +24,10 @@ type ReclaimReport struct {
 // the old one is cancelled through River: River's rescuer then finalises the old vehicle as
 // cancelled instead of retrying it, and if it ever ran again the worker would see that the job
 // belongs to another vehicle and drop it.
-func (s *Service) ReclaimStuck(ctx context.Context) (ReclaimReport, error) {
-	var rep ReclaimReport
+func (s *Service) ReclaimStuck(ctx context.Context) (maintenance.ReclaimReport, error) {
+	var rep maintenance.ReclaimReport
 	for {
-		var batch ReclaimReport
+		var batch maintenance.ReclaimReport
 		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 			now, err := txNow(ctx, tx)
 			if err != nil {

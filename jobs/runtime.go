@@ -14,19 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
-	"github.com/uptrace/bun"
-
-	"asterion/jobs/feed"
+	"asterion/jobs/maintenance"
+	"asterion/jobs/tracing"
 )
-
-// QueueMaintenance runs the periodic maintenance jobs.
-const QueueMaintenance = "maintenance"
-
-// OnlyOne keeps a periodic maintenance job from piling up while one is still waiting or running.
-var OnlyOne = river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
-	rivertype.JobStateRunning, rivertype.JobStateScheduled}}
 
 // RuntimeConfig configures a worker pool.
 type RuntimeConfig struct {
@@ -70,17 +61,8 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = cfg.Workers
 	}
-	if cfg.ReclaimEvery <= 0 {
-		cfg.ReclaimEvery = time.Minute
-	}
-	if cfg.PollEvery <= 0 {
-		cfg.PollEvery = 2 * time.Second
-	}
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = 210 * time.Second
-	}
-	if cfg.EventRetention < 15*time.Minute {
-		cfg.EventRetention = time.Hour
 	}
 	// The id tells this process's claims apart from every other process's (claim relies on it
 	// to see a claim of its own that no execution holds), so it is long enough never to repeat.
@@ -88,13 +70,17 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 	_, _ = rand.Read(idb)
 	id := "w-" + hex.EncodeToString(idb)
 	w := &Worker{svc: svc, workerID: id, ceiling: cfg.PriorityCeiling, timeout: cfg.JobTimeout,
-		middleware: workMiddleware(svc.cfg.Tracer)}
+		middleware: tracing.WorkMiddleware(svc.cfg.Tracer)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
-	river.AddWorker(workers, &reclaimWorker{svc: svc})
-	river.AddWorker(workers, &pruneWorker{svc: svc, keep: cfg.EventRetention})
-	river.AddWorker(workers, &pollWorker{svc: svc})
-	queues := map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, QueueMaintenance: {MaxWorkers: 2}}
+	maint, err := maintenance.New(maintenance.Config{DB: svc.db, Logger: svc.log, Reclaim: svc.ReclaimStuck,
+		Poll: pollDue(svc), ReclaimEvery: cfg.ReclaimEvery, PollEvery: cfg.PollEvery,
+		EventRetention: cfg.EventRetention, KeyTTL: IdempotencyKeyTTL})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	maint.AddWorkers(workers)
+	queues := map[string]river.QueueConfig{QueuePrompts: {MaxWorkers: cfg.Workers}, maintenance.Queue: {MaxWorkers: 2}}
 	for _, x := range svc.extensions {
 		x.AddWorkers(workers)
 		for name, q := range x.Queues() {
@@ -114,20 +100,7 @@ func NewRuntime(svc *Service, cfg RuntimeConfig) (*Runtime, error) {
 		RescueStuckJobsAfter: rescueAfter,
 		FetchCooldown:        20 * time.Millisecond,
 		FetchPollInterval:    500 * time.Millisecond,
-		PeriodicJobs: append([]*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReclaimEvery),
-				func() (river.JobArgs, *river.InsertOpts) {
-					return ReclaimArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: OnlyOne}
-				}, &river.PeriodicJobOpts{RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.PollEvery),
-				func() (river.JobArgs, *river.InsertOpts) {
-					return PollArgs{}, &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: OnlyOne}
-				}, nil),
-			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
-				func() (river.JobArgs, *river.InsertOpts) {
-					return PruneArgs{}, &river.InsertOpts{Queue: QueueMaintenance}
-				}, nil),
-		}, extensionJobs(svc)...),
+		PeriodicJobs:         append(maint.PeriodicJobs(), extensionJobs(svc)...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: river worker client: %w", err)
@@ -234,22 +207,45 @@ func (r *Runtime) dueQueued(ctx context.Context, ceiling int) (bool, error) {
 	return ok, nil
 }
 
-// pruneEvents drops change-feed events older than keep (never less than 15 minutes) and folds
-// the counter deltas.
-func pruneEvents(ctx context.Context, idb *bun.DB, keep time.Duration) error {
-	if _, err := feed.Prune(ctx, idb, max(keep, 15*time.Minute)); err != nil {
+// pollDue is the leader's poll: a job whose wait for the provider or a budget is over becomes
+// work for fair share to choose again (fairshare.Share.ClearEndedWaits), then every due
+// deferred operation is polled once. A failure to clear only delays that to the next poll.
+func pollDue(svc *Service) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if _, err := svc.share.ClearEndedWaits(ctx); err != nil && ctx.Err() == nil {
+			svc.log.Warn("clearing ended waits failed", "err", err)
+		}
+		_, err := svc.PollDue(ctx)
 		return err
 	}
-	if _, err := PurgeIdempotencyKeys(ctx, idb); err != nil {
-		return err
-	}
-	return compactCounts(ctx, idb)
 }
 
-// compactCounts folds the trigger-written counter deltas into one row per org and state.
-func compactCounts(ctx context.Context, idb bun.IDB) error {
-	if _, err := idb.ExecContext(ctx, "SELECT asterion_compact_counts()"); err != nil {
-		return fmt.Errorf("compact counters: %w", err)
+// quietHandler takes River's info records down to debug: River reports its routine work
+// ("producer job counts", elections, periodic jobs) at info, and an idle server should say
+// nothing at info. Warnings and errors pass unchanged.
+type quietHandler struct{ inner slog.Handler }
+
+func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, quieter(l))
+}
+
+func (h quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = quieter(r.Level)
+	return h.inner.Handle(ctx, r)
+}
+
+func (h quietHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietHandler{h.inner.WithAttrs(as)}
+}
+
+func (h quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{h.inner.WithGroup(name)}
+}
+
+// quieter maps info to debug and leaves every other level.
+func quieter(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
 	}
-	return nil
+	return l
 }

@@ -19,10 +19,12 @@ import (
 	"asterion/jobs/eta"
 	"asterion/jobs/fairshare"
 	"asterion/jobs/governor"
+	"asterion/jobs/heartbeat"
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
+	"asterion/jobs/tracing"
 	"asterion/jobs/usage"
 )
 
@@ -116,7 +118,7 @@ type Service struct {
 	// extensions add River workers of other components to the worker pools (Extend).
 	extensions []Extension
 	// beats proves every execution of this process alive, one statement per interval.
-	beats *heartbeats
+	beats *heartbeat.Keeper
 	// calls surrounds each provider call: governor slots, observations, usage.
 	calls *calls
 	// door is the one admission every way a job is created passes (package admit).
@@ -189,13 +191,17 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Governor != nil {
 		rpm = cfg.Governor.RPM(governor.ModelState{})
 	}
+	beats, err := heartbeat.New(heartbeat.Config{DB: cfg.DB, Every: cfg.HeartbeatInterval, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
 	etas, err := eta.New(eta.Config{DB: cfg.DB, OrgMaxRunning: cfg.OrgMaxRunning, ProviderRPM: rpm})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{Operations: &Operations{reg: reg}, eta: etas,
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
-		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
+		beats: beats}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
 	models := cfg.Models
 	if len(models) == 0 {
@@ -223,7 +229,7 @@ func NewService(cfg Config) (*Service, error) {
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: groupTx, Recover: s.recoverSubmits, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {
-		s.tracer = cfg.Tracer.Tracer(tracerName)
+		s.tracer = cfg.Tracer.Tracer(tracing.TracerName)
 		s.cfg.Provider = provider.Traced(cfg.Provider, cfg.Tracer)
 	}
 	reg.Register(promptOwner{s})

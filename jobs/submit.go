@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
@@ -22,6 +24,7 @@ import (
 	"asterion/jobs/eta"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
+	"asterion/jobs/tracing"
 )
 
 // Limits of a submitted prompt (docs/api.md).
@@ -466,7 +469,7 @@ func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
 		// River's scheduled jobs carry a scheduled prompt: no worker fetches it before then.
 		opts.ScheduledAt = *nj.scheduledFor
 	}
-	opts.Metadata = traceMetadata(nj.trace)
+	opts.Metadata = tracing.Metadata(nj.trace)
 	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens,
 		OrgID: nj.orgID},
 		InsertOpts: opts}
@@ -529,4 +532,19 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 func txNow(ctx context.Context, tx bun.IDB) (t time.Time, err error) {
 	err = tx.QueryRowContext(ctx, "SELECT now()").Scan(&t)
 	return t, err
+}
+
+// endSubmitSpan ends the span of a submit with what became of it. A client mistake is not an
+// error of the service.
+func endSubmitSpan(span trace.Span, out Submitted, err error) {
+	if err == nil {
+		span.SetAttributes(attribute.String("asterion.prompt_id", out.PromptID.String()),
+			attribute.String("asterion.job_id", out.JobID.String()), attribute.Bool("asterion.replayed", out.Replayed))
+	} else if ve := (*ValidationError)(nil); !errors.As(err, &ve) && !errors.Is(err, ErrIdempotencyConflict) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(attribute.String("error.type", "client"))
+	}
+	span.End()
 }

@@ -14,6 +14,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/maintenance"
 	"asterion/jobs/readmodel"
 )
 
@@ -298,7 +299,7 @@ func (c *cli) archiveOldJobs(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	n, err := svc.ArchiveOldJobs(ctx, cutoff, *batch)
+	n, err := maintenance.ArchiveOldJobs(ctx, svc.DB(), cutoff, *batch)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package jobs
+package tracing
 
 import (
 	"context"
@@ -15,24 +15,24 @@ func TestTraceMetadataRoundTrip(t *testing.T) {
 	t.Parallel()
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5},
 		TraceFlags: trace.FlagsSampled})
-	md := traceMetadata(sc)
+	md := Metadata(sc)
 	if want := `{"traceparent":"00-01020300000000000000000000000000-0405000000000000-01"}`; string(md) != want {
 		t.Fatalf("metadata = %s, want %s", md, want)
 	}
-	got := remoteParentOf(md)
+	got := RemoteParentOf(md)
 	if !got.IsRemote() || got.TraceID() != sc.TraceID() || got.SpanID() != sc.SpanID() || !got.IsSampled() {
 		t.Errorf("read back %v, want the remote %v", got, sc)
 	}
-	if traceMetadata(trace.SpanContext{}) != nil {
+	if Metadata(trace.SpanContext{}) != nil {
 		t.Error("an untraced submit must leave the metadata empty")
 	}
 	for _, md := range []string{"", "{}", `{"traceparent":"garbage"}`, "not json", `{"snoozes":2}`} {
-		if remoteParentOf([]byte(md)).IsValid() {
+		if RemoteParentOf([]byte(md)).IsValid() {
 			t.Errorf("metadata %q gave a valid parent", md)
 		}
 	}
 	// River adds keys of its own to the metadata; ours survive beside them.
-	if !remoteParentOf([]byte(`{"snoozes":1,"traceparent":"00-01020300000000000000000000000000-0405000000000000-01"}`)).IsValid() {
+	if !RemoteParentOf([]byte(`{"snoozes":1,"traceparent":"00-01020300000000000000000000000000-0405000000000000-01"}`)).IsValid() {
 		t.Error("traceparent beside River's keys not read")
 	}
 	var parent trace.SpanContext

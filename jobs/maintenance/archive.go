@@ -1,9 +1,11 @@
-package jobs
+package maintenance
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/uptrace/bun"
 )
 
 // jobColumns are the columns sa_job and sa_job_archive share, named so that the archive's
@@ -35,16 +37,17 @@ WITH picked AS (
 SELECT count(*) FROM archived`
 
 // ArchiveOldJobs moves terminal jobs created before cutoff into sa_job_archive, and their live
-// output into sa_job_output_archive, in batches and returns how many jobs moved. A job that a live job supersedes stays until that successor is
-// archived too, so supersede links never dangle.
-func (s *Service) ArchiveOldJobs(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
+// output into sa_job_output_archive, in batches of batch (default 1000), and returns how many
+// jobs moved. A job that a live job supersedes stays until that successor is archived too, so
+// supersede links never dangle.
+func ArchiveOldJobs(ctx context.Context, idb bun.IDB, cutoff time.Time, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
 	var total int64
 	for {
 		var n int64
-		err := s.db.QueryRowContext(ctx, archiveSQL, cutoff, batch).Scan(&n)
+		err := idb.QueryRowContext(ctx, archiveSQL, cutoff, batch).Scan(&n)
 		if err != nil {
 			return total, fmt.Errorf("archive jobs before %s: %w", cutoff.Format(time.RFC3339), err)
 		}

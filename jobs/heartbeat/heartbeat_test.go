@@ -1,4 +1,4 @@
-package jobs
+package heartbeat
 
 import (
 	"context"
@@ -11,11 +11,46 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/uptrace/bun"
 
 	"asterion/db"
 	"asterion/db/dbtest"
 	"asterion/jobs/output"
 )
+
+// newKeeper is a Keeper over bunDB beating every interval, logging nowhere.
+func newKeeper(t *testing.T, bunDB *bun.DB, every time.Duration) *Keeper {
+	t.Helper()
+	h, err := New(Config{DB: bunDB, Every: every, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"no database", Config{}, false},
+		{"a negative interval", Config{DB: &bun.DB{}, Every: -time.Second}, false},
+		{"the defaults", Config{DB: &bun.DB{}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := New(c.cfg)
+			if (err == nil) != c.ok {
+				t.Fatalf("New(%+v): %v, want ok %v", c.cfg, err, c.ok)
+			}
+			if c.ok && (h.every != 30*time.Second || h.log == nil) {
+				t.Errorf("defaults: every %v, logger %v", h.every, h.log)
+			}
+		})
+	}
+}
 
 // runningJobRow writes an org, a user, a prompt and a job running under claim.
 func runningJobRow(t *testing.T, d *dbtest.DB, claim string) uuid.UUID {
@@ -58,14 +93,14 @@ func TestHeartbeatsBeatEveryExecutionAndReportLostClaims(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := context.Background()
-	h := newHeartbeats(d.Bun, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := newKeeper(t, d.Bun, time.Hour)
 	const n = 50
 	ids := make([]uuid.UUID, n)
 	var lost [n]atomic.Int32
 	for i := range ids {
 		claim := "w/" + uuid.NewString()[:8]
 		ids[i] = runningJobRow(t, d, claim)
-		h.add(ids[i], claim, nil, func() { lost[i].Add(1) })
+		h.Add(ids[i], claim, nil, func() { lost[i].Add(1) })
 	}
 	if _, err := d.Bun.NewRaw("UPDATE sa_job SET state = 'cancelled', worker_claim = NULL WHERE id = ?", ids[7]).Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -94,10 +129,10 @@ func TestHeartbeatsRemoveStopsBeating(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := context.Background()
-	h := newHeartbeats(d.Bun, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := newKeeper(t, d.Bun, time.Hour)
 	claim := "w/x"
 	id := runningJobRow(t, d, claim)
-	remove := h.add(id, claim, nil, func() { t.Error("a removed execution was told its claim is lost") })
+	remove := h.Add(id, claim, nil, func() { t.Error("a removed execution was told its claim is lost") })
 	remove()
 	if _, err := d.Bun.NewRaw("UPDATE sa_job SET worker_claim = NULL WHERE id = ?", id).Exec(ctx); err != nil {
 		t.Fatal(err)
@@ -115,11 +150,11 @@ func TestHeartbeatsRemoveStopsBeating(t *testing.T) {
 func TestHeartbeatsBeatOnTheirOwn(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
-	h := newHeartbeats(d.Bun, 20*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := newKeeper(t, d.Bun, 20*time.Millisecond)
 	claim := "w/own"
 	id := runningJobRow(t, d, claim)
 	lost := make(chan struct{})
-	defer h.add(id, claim, nil, func() { close(lost) })()
+	defer h.Add(id, claim, nil, func() { close(lost) })()
 	dbtest.WaitFor(t, 10*time.Second, "the first beat", func() bool { return heartbeatAt(t, d, id).After(time.Now().Add(-time.Minute)) })
 	if _, err := d.Bun.NewRaw("UPDATE sa_job SET worker_claim = NULL WHERE id = ?", id).Exec(context.Background()); err != nil {
 		t.Fatal(err)
@@ -137,7 +172,7 @@ func TestHeartbeatsCarryProgress(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := context.Background()
-	h := newHeartbeats(d.Bun, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := newKeeper(t, d.Bun, time.Hour)
 	const n = 20
 	ids := make([]uuid.UUID, n)
 	var written [n]atomic.Int64
@@ -145,14 +180,14 @@ func TestHeartbeatsCarryProgress(t *testing.T) {
 		claim := "w/" + uuid.NewString()[:8]
 		ids[i] = runningJobRow(t, d, claim)
 		written[i].Store(int64(i))
-		h.add(ids[i], claim, func() output.Progress {
+		h.Add(ids[i], claim, func() output.Progress {
 			w := int(written[i].Load())
 			return output.Progress{Chunks: w, Pieces: 3 * w}
 		}, func() { t.Errorf("execution %d was told its claim is lost", i) })
 	}
 	// The job without output beside them records none.
 	quiet := runningJobRow(t, d, "w/quiet")
-	h.add(quiet, "w/quiet", nil, func() { t.Error("the quiet execution was told its claim is lost") })
+	h.Add(quiet, "w/quiet", nil, func() { t.Error("the quiet execution was told its claim is lost") })
 	for round := 1; round <= 2; round++ {
 		if err := h.beat(ctx); err != nil {
 			t.Fatal(err)

@@ -1,8 +1,9 @@
-package jobs
+package heartbeat
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,11 +17,37 @@ import (
 	"asterion/jobs/output"
 )
 
-// heartbeats proves every execution of this process alive, and records what each has written
-// so far, once per interval in one statement however many run: LLM calls are long, and a
-// process may hold thousands at once. The statement is a heap-only update of each job row (no
-// index covers what it writes), so thousands of rows cost little more than one.
-type heartbeats struct {
+// Config configures a Keeper.
+type Config struct {
+	// DB is the database of the jobs (required).
+	DB *bun.DB
+	// Every is how often every execution is beaten (default 30 s).
+	Every time.Duration
+	// Logger receives a failed beat's warning (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("heartbeat: Config.DB is required")
+	case c.Every < 0:
+		return fmt.Errorf("heartbeat: Config.Every %v must not be negative", c.Every)
+	}
+	if c.Every == 0 {
+		c.Every = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Keeper proves every execution of this process alive, and records what each has written so
+// far, once per interval in one statement however many run: LLM calls are long, and a process
+// may hold thousands at once. The statement is a heap-only update of each job row (no index
+// covers what it writes), so thousands of rows cost little more than one.
+type Keeper struct {
 	db    *bun.DB
 	every time.Duration
 	log   *slog.Logger
@@ -31,7 +58,7 @@ type heartbeats struct {
 	looping bool
 }
 
-// beating is one execution the heartbeats keep alive.
+// beating is one execution the Keeper keeps alive.
 type beating struct {
 	jobID uuid.UUID
 	claim string
@@ -42,13 +69,17 @@ type beating struct {
 	lost func()
 }
 
-func newHeartbeats(bunDB *bun.DB, every time.Duration, log *slog.Logger) *heartbeats {
-	return &heartbeats{db: bunDB, every: every, log: log, execs: map[*beating]struct{}{}}
+// New validates cfg and returns a Keeper; it beats only while executions are added.
+func New(cfg Config) (*Keeper, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Keeper{db: cfg.DB, every: cfg.Every, log: cfg.Logger, execs: map[*beating]struct{}{}}, nil
 }
 
-// add keeps the execution of jobID under claim alive until the returned remove is called;
+// Add keeps the execution of jobID under claim alive until the returned remove is called;
 // each beat also records progress() (nil: nothing written).
-func (h *heartbeats) add(jobID uuid.UUID, claim string, progress func() output.Progress, lost func()) (remove func()) {
+func (h *Keeper) Add(jobID uuid.UUID, claim string, progress func() output.Progress, lost func()) (remove func()) {
 	b := &beating{jobID: jobID, claim: claim, progress: progress, lost: lost}
 	h.mu.Lock()
 	h.execs[b] = struct{}{}
@@ -65,8 +96,8 @@ func (h *heartbeats) add(jobID uuid.UUID, claim string, progress func() output.P
 	}
 }
 
-// holds reports whether an execution of this process runs under claim now.
-func (h *heartbeats) holds(claim string) bool {
+// Holds reports whether an execution of this process runs under claim now.
+func (h *Keeper) Holds(claim string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for b := range h.execs {
@@ -77,22 +108,22 @@ func (h *heartbeats) holds(claim string) bool {
 	return false
 }
 
-// orphaned reports whether a running job's claim is one worker workerID of this process made
+// Orphaned reports whether a running job's claim is one worker workerID of this process made
 // and no execution of it holds: the claim committed while its worker saw an error (a
 // connection that timed out reading the commit's answer), so nothing runs the job. Its
 // heartbeat is fresh but proves nothing, and waiting for it to go stale would leave the job
 // idle that long. A vehicle of a running job is fetched again only after its previous attempt
 // ended, so no execution of this process is between its claim and its registration here.
-func (h *heartbeats) orphaned(job db.Job, workerID string) bool {
+func (h *Keeper) Orphaned(job db.Job, workerID string) bool {
 	if job.WorkerClaim == nil || !strings.HasPrefix(*job.WorkerClaim, workerID+"/") {
 		return false
 	}
-	return !h.holds(*job.WorkerClaim)
+	return !h.Holds(*job.WorkerClaim)
 }
 
 // loop beats every execution once per interval while executions run (the first time within
 // one interval of being added), and ends with the last.
-func (h *heartbeats) loop() {
+func (h *Keeper) loop() {
 	t := time.NewTicker(max(h.every, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -124,7 +155,7 @@ WHERE j.id = v.id AND j.state = 'running' AND j.worker_claim = v.claim
 RETURNING j.id`
 
 // beat sends one heartbeat for every execution and tells those whose claim is gone.
-func (h *heartbeats) beat(ctx context.Context) error {
+func (h *Keeper) beat(ctx context.Context) error {
 	h.mu.Lock()
 	execs := make([]*beating, 0, len(h.execs))
 	for b := range h.execs {
