@@ -87,7 +87,7 @@ type Config struct {
 	// unless configured otherwise.
 	Intake intake.Config
 	// Tracer, when set, traces every submit, the River job of every prompt and its provider
-	// call, one trace per prompt (tracing.go); nil leaves tracing out at no cost.
+	// call, one trace per prompt (package tracing); nil leaves tracing out at no cost.
 	Tracer trace.TracerProvider
 }
 
@@ -268,4 +268,12 @@ func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.
 		s.committed()
 	}
 	return nil
+}
+
+// calls is what prompt execution does around each provider call: it asks the governor for a
+// slot, tells it what the provider said, and records the attempt's usage.
+type calls struct {
+	cfg *Config
+	db  *bun.DB
+	log *slog.Logger
 }

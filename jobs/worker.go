@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"asterion/db"
 	"asterion/jobs/fairshare"
 	"asterion/jobs/intake"
 )
@@ -131,4 +133,50 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 		return river.JobSnooze(max(w.svc.cfg.Wait(out.retryIn), 0))
 	}
 	return river.JobCancel(fmt.Errorf("job %s ended %s", args.JobID, out.state))
+}
+
+// unclaimed is what the work of a vehicle returns for err, met before any claim: a shutdown's
+// cut gives the vehicle back for another process, anything else is River's to retry.
+func (w *Worker) unclaimed(ctx context.Context, err error) error {
+	if cutByShutdown(ctx) {
+		return river.JobSnooze(0)
+	}
+	return err
+}
+
+// dropped is what a worker returns for a vehicle whose job's result it dropped. A job queued
+// again on this very vehicle lost its claim to a database crash (the claim's commit did not
+// wait for the disk): snoozing the vehicle runs it again; anything else ends the vehicle.
+func (w *Worker) dropped(ctx context.Context, job db.Job, vehicle int64) error {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var state string
+	err := w.svc.db.NewSelect().Model((*db.Job)(nil)).Column("state").
+		Where("id = ? AND river_job_id = ?", job.ID, vehicle).Scan(qctx, &state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		// The database cannot say: River retries the vehicle, whose claim then decides.
+		return fmt.Errorf("look at job %s after its result was dropped: %w", job.ID, err)
+	case State(state) == StateQueued:
+		w.svc.log.Warn("lost claim: the job is queued again on the vehicle its worker holds (a database crash undid the claim); running it again",
+			"job_id", job.ID, "river_job_id", vehicle, "attempt", job.Attempt)
+		return river.JobSnooze(0)
+	}
+	return river.JobCancel(errClaimLost)
+}
+
+// RiverPriority maps a job priority 0..100 (lower runs first) onto River's four levels by the
+// bands of job priorities (docs/architecture.md): 0–10 → 1, 11–40 → 2, 41–59 → 3, 60–100 → 4. Within a band River runs
+// the oldest first.
+func RiverPriority(p int) int {
+	switch {
+	case p <= 10:
+		return 1
+	case p <= 40:
+		return 2
+	case p <= 59:
+		return 3
+	}
+	return 4
 }
