@@ -1,9 +1,15 @@
 // Package jobs executes prompts and is the prompt.execute owner of the registry: submit
 // (prompt, job row, registry row and River job in one transaction), the River worker that
-// claims, heartbeats and finalises a job, the state machine and its one transition guard, the
-// retry policy, reclaim of crashed work, cancellation, retry-by-supersede and the sync path.
-// The Service embeds the registry's calls the server makes (Operations); what the API and the
-// pages show is read through package readmodel. It knows nothing of HTTP or HTML.
+// claims, heartbeats and finalises a job, the state machine and its one transition guard,
+// reclaim of crashed work, cancellation, retry-by-supersede and the sync path. The Service
+// embeds the registry's calls the server makes (Operations); what the API and the pages show
+// is read through package readmodel. It knows nothing of HTTP or HTML.
+//
+// Each moving part with rules of its own is a package beside it, which it calls and which
+// never imports it: admit (admission), fairshare (which job rides a vehicle), eta (estimates),
+// heartbeat (liveness of this process's executions), retrypolicy (retry or fail after an
+// attempt), maintenance (the leader's periodic jobs), tracing (one trace per prompt), governor
+// (provider capacity) and usage (tokens and cost).
 //
 // sa_job is the truth about a prompt's execution; the River job is its vehicle. Every write
 // that finalises a job is conditional on the job still being running under the writer's claim,
