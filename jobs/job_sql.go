@@ -1,7 +1,8 @@
 package jobs
 
 // Statements beside the transition engine's (transition.go composes those) that need no model:
-// the full text of a job's latest failure, on database/sql ($N), and the transaction's clock.
+// the full text of a job's latest failure, on database/sql ($N), the transaction's clock and
+// the counters' compaction.
 const (
 	// recordErrorDetailSQL keeps the latest failure's text of job $1 at attempt $2.
 	recordErrorDetailSQL = `INSERT INTO sa_job_error (job_id, attempt, detail) VALUES ($1, $2, $3)
@@ -9,4 +10,7 @@ const (
 
 	// txNowSQL is the transaction's clock, so every timestamp written in it agrees.
 	txNowSQL = `SELECT now()`
+
+	// compactCountsSQL folds the trigger-written counter deltas (db/functions/asterion_compact_counts.sql).
+	compactCountsSQL = `SELECT asterion_compact_counts()`
 )

@@ -248,7 +248,7 @@ func pruneEvents(ctx context.Context, idb *bun.DB, keep time.Duration) error {
 
 // compactCounts folds the trigger-written counter deltas into one row per org and state.
 func compactCounts(ctx context.Context, idb bun.IDB) error {
-	if _, err := idb.ExecContext(ctx, "SELECT asterion_compact_counts()"); err != nil {
+	if _, err := idb.ExecContext(ctx, compactCountsSQL); err != nil {
 		return fmt.Errorf("compact counters: %w", err)
 	}
 	return nil
