@@ -112,14 +112,6 @@ func (s *Service) RevokeTokenID(ctx context.Context, id int64) (bool, error) {
 	return false, nil
 }
 
-// tokenAuthSQL finds the principal of a live token: not revoked, not expired, its user not
-// disabled. stale says whether last_used_at is older than the current minute.
-const tokenAuthSQL = `SELECT u.id, u.name, u.role, o.id, o.name,
-		t.last_used_at IS NULL OR t.last_used_at < date_trunc('minute', now())
-	FROM api_tokens t JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
-	WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
-		AND u.disabled_at IS NULL`
-
 // AuthenticateToken returns the principal of a live bearer token, or ErrUnauthenticated for a
 // token that is unknown, revoked or expired, or whose user is disabled. It is the one answer to
 // "is this token still valid", checked on every request. It records the use to the minute:
@@ -144,8 +136,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (Princip
 	p.Role = Role(role)
 	if stale {
 		// Conditional, so that concurrent requests in the same minute write once between them.
-		if _, err := s.db.DB.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = date_trunc('minute', now())
-			WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < date_trunc('minute', now()))`, hash); err != nil {
+		if _, err := s.db.DB.ExecContext(ctx, tokenUsedSQL, hash); err != nil {
 			return Principal{}, fmt.Errorf("record token use: %w", err)
 		}
 	}

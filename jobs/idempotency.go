@@ -28,11 +28,7 @@ func keyEpochOf(t time.Time) string { return "@" + strconv.FormatInt(t.UnixMicro
 // key's new submission answers, as for any replay.
 func (s *Service) takeOverArchivedKey(ctx context.Context, tx bun.Tx, req *SubmitRequest, hash string, archivedJob uuid.UUID) (Submitted, bool, error) {
 	var at time.Time
-	err := tx.NewRaw(`UPDATE sa_idempotency
-		SET request_hash = ?, prompt_id = ?, job_id = ?, created_at = now()
-		WHERE user_id = ? AND key = ? AND job_id = ?
-		RETURNING created_at`,
-		hash, uuid.Nil, uuid.Nil, req.Viewer.UserID, req.IdempotencyKey, archivedJob).Scan(ctx, &at)
+	err := tx.NewRaw(takeOverIdempotencyKeySQL, hash, uuid.Nil, uuid.Nil, req.Viewer.UserID, req.IdempotencyKey, archivedJob).Scan(ctx, &at)
 	switch {
 	case err == nil:
 		req.keyEpoch = keyEpochOf(at)

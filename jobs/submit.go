@@ -324,12 +324,7 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *Submi
 		Inserted  bool      `bun:"inserted"`
 		CreatedAt time.Time `bun:"created_at"`
 	}
-	err := tx.NewRaw(`INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO UPDATE
-		SET request_hash = EXCLUDED.request_hash, prompt_id = EXCLUDED.prompt_id, job_id = EXCLUDED.job_id, created_at = now()
-		WHERE sa_idempotency.created_at < now() - ?::interval
-		RETURNING xmax = 0 AS inserted, created_at`,
-		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
+	err := tx.NewRaw(claimIdempotencyKeySQL, req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
 	switch {
 	case err == nil:
 		if !claimed.Inserted {
@@ -530,7 +525,7 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 
 // txNow is the transaction's clock, so every timestamp written in it agrees.
 func txNow(ctx context.Context, tx bun.IDB) (t time.Time, err error) {
-	err = tx.QueryRowContext(ctx, "SELECT now()").Scan(&t)
+	err = tx.QueryRowContext(ctx, txNowSQL).Scan(&t)
 	return t, err
 }
 

@@ -141,9 +141,12 @@ func PurgeIdempotencyKeys(ctx context.Context, idb bun.IDB, ttl time.Duration) (
 	return n, nil
 }
 
+// compactCountsSQL folds the trigger-written counter deltas (db/functions/asterion_compact_counts.sql).
+const compactCountsSQL = `SELECT asterion_compact_counts()`
+
 // compactCounts folds the trigger-written counter deltas into one row per org and state.
 func compactCounts(ctx context.Context, idb bun.IDB) error {
-	if _, err := idb.ExecContext(ctx, "SELECT asterion_compact_counts()"); err != nil {
+	if _, err := idb.ExecContext(ctx, compactCountsSQL); err != nil {
 		return fmt.Errorf("compact counters: %w", err)
 	}
 	return nil
