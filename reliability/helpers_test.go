@@ -1,7 +1,7 @@
 package reliability
 
 // Shared machinery of the fault-injection suite: the suite's size (short or long), the asterion
-// binary built once by TestMain, subprocesses (serve, run-worker) that can be killed, a member
+// binary (built once, by internal/testbin), subprocesses (serve, run-worker) that can be killed, a member
 // with an API token, an HTTP client for the prompt API, and SQL helpers. This file owns the
 // package's TestMain; add no other.
 
@@ -29,7 +29,9 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"asterion/db/dbtest"
 	"asterion/identity"
+	"asterion/internal/testbin"
 )
 
 // Environment variables that size and gate the suite.
@@ -40,9 +42,6 @@ const (
 	// envRaceBinary, when "1", builds the asterion binary under test with -race as well.
 	envRaceBinary = "ASTERION_RELIABILITY_RACE_BINARY"
 )
-
-// binPath is the asterion binary built once by TestMain.
-var binPath string
 
 // suiteMode is the value of ASTERION_RELIABILITY, normalised to "", "short" or "long".
 var suiteMode string
@@ -62,28 +61,30 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "%s=%q: want short or long\n", envMode, v)
 		return 2
 	}
-	if suiteMode == "" {
-		// Gated: every test skips with the reason (see requireSuite); nothing is built.
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "asterion-reliability-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "make temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "asterion")
-	args := []string{"build", "-o", binPath}
-	if os.Getenv(envRaceBinary) == "1" {
-		args = append(args, "-race")
-	}
-	build := exec.Command(goTool(), append(args, "asterion/cmd/asterion")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build asterion:", err)
-		return 1
+	defer testbin.Cleanup()
+	if suiteMode != "" {
+		// Built before any test starts, so that no test's time budget pays for the build.
+		if _, err := testbin.Build(binFlags()...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	return m.Run()
+}
+
+// binFlags are the go build flags of the binary under test: -race when
+// ASTERION_RELIABILITY_RACE_BINARY=1.
+func binFlags() []string {
+	if os.Getenv(envRaceBinary) == "1" {
+		return []string{"-race"}
+	}
+	return nil
+}
+
+// asterionBin is the asterion binary under test (built by TestMain).
+func asterionBin(t testing.TB) string {
+	t.Helper()
+	return testbin.Asterion(t, binFlags()...)
 }
 
 // requireSuite skips t unless ASTERION_RELIABILITY selects a size. The suite starts real
@@ -140,14 +141,6 @@ func pickDuration(t *testing.T, key string, short, lng time.Duration) time.Durat
 	})
 }
 
-// goTool finds the go command that runs these tests.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go"
-}
-
 // randomHex returns 2n random hex digits.
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -200,7 +193,7 @@ func startProc(t *testing.T, name string, env map[string]string, args ...string)
 	if err != nil {
 		t.Fatalf("create log of %s: %v", name, err)
 	}
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(asterionBin(t), args...)
 	cmd.Env = baseEnv()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -321,24 +314,19 @@ func startServe(t *testing.T, name, databaseURL string, env map[string]string, a
 	s := &server{proc: p, base: "http://" + addr}
 	client := &http.Client{Timeout: 3 * time.Second}
 	defer client.CloseIdleConnections()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	dbtest.WaitForDetail(t, 60*time.Second, name+"'s /readyz to answer 200", func() (bool, string) {
 		if p.exited() {
 			t.Fatalf("%s ended before it was ready (%v); log:\n%s", name, p.waitErr, tailFile(p.logPath, 40))
 		}
 		resp, err := client.Get(s.base + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
+		if err != nil {
+			return false, fmt.Sprintf("last error %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: /readyz not 200 within 60 s (last error %v)", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("last status %d", resp.StatusCode)
+	})
+	return s
 }
 
 // startWorker starts `asterion run-worker` against databaseURL with env on top of the defaults.
@@ -451,25 +439,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// waitUntil polls cond every 200 ms until it reports true, and fails t after timeout with what
-// and the last note cond gave.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var note string
-	for {
-		var ok bool
-		ok, note = cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (%s)", timeout, what, note)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // queryInt runs a query returning one integer.
