@@ -201,6 +201,7 @@ func (p *proc) waitLine(t *testing.T, re *regexp.Regexp, within time.Duration) [
 				return m
 			}
 		case err := <-p.exited:
+			p.exited <- err // for stop, which waits for it too
 			t.Fatalf("%s exited (%v) before saying %q; stderr:\n%s", p.cmd.Path, err, re, p.logs)
 		case <-deadline:
 			t.Fatalf("%s did not say %q within %v; stderr:\n%s", p.cmd.Path, re, within, p.logs)
@@ -227,6 +228,7 @@ func waitServing(t *testing.T, base string, p *proc) {
 	dbtest.WaitForDetail(t, 3*time.Minute, base+"/readyz to answer 200", func() (bool, string) {
 		select {
 		case err := <-p.exited:
+			p.exited <- err // for stop, which waits for it too
 			t.Fatalf("the server exited (%v) before it was ready; stderr:\n%s", err, p.logs)
 		default:
 		}

@@ -117,6 +117,7 @@ func startServer(t *testing.T, extraEnv map[string]string) *testServer {
 	dbtest.WaitForDetail(t, 60*time.Second, "/readyz to answer 200", func() (bool, string) {
 		select {
 		case err := <-done:
+			done <- nil // the run has ended: the cleanup must not wait for it, nor report it again
 			t.Fatalf("serve ended before it was ready: %v; logs:\n%s", err, s.Logs)
 		default:
 		}

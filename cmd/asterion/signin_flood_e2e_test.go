@@ -62,6 +62,7 @@ func startBinaryServer(t *testing.T, env map[string]string) *binaryServer {
 	dbtest.WaitForDetail(t, 60*time.Second, "/readyz to answer 200", func() (bool, string) {
 		select {
 		case err := <-exited:
+			exited <- err // for the cleanup, which waits for it too
 			t.Fatalf("serve exited before it was ready: %v\n%s", err, s.Stderr)
 		default:
 		}
