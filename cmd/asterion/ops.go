@@ -34,7 +34,7 @@ func (c *cli) opsEnv(ctx context.Context, cm *common) (*conn, *jobs.Service, err
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := c.newJobsService(cn, st, nil)
+	svc, _, err := c.newJobsService(cn, st, nil)
 	if err != nil {
 		cn.close()
 		return nil, nil, err

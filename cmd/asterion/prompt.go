@@ -178,7 +178,7 @@ func (c *cli) promptService(ctx context.Context, cm *common, user string) (svc *
 		cn.close()
 		return nil, v, nil, err
 	}
-	if svc, err = c.newJobsService(cn, st, nil); err != nil {
+	if svc, _, err = c.newJobsService(cn, st, nil); err != nil {
 		cn.close()
 		return nil, v, nil, err
 	}
