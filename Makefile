@@ -6,7 +6,7 @@ export ASTERION_ADDR
 
 BIN := bin/asterion
 
-.PHONY: build run test test-short test-bare-machine bench reliability reliability-long fuzz generate generate-check docs fmt vet
+.PHONY: build run test test-short test-bare-machine bench reliability reliability-long fuzz generate generate-check docs schema fmt vet
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asterion
@@ -41,6 +41,12 @@ test-bare-machine:
 ## (a test fails when the committed document differs from it).
 docs:
 	$(GO) generate ./config
+
+## schema: regenerate db/schema.sql (pg_dump --schema-only of a freshly migrated database, with
+## the lines that vary between runs removed); a test fails when the committed file differs.
+schema:
+	@url="$$($(GO) run ./db/dbtest/testserver)" && \
+	ASTERION_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run '^TestSchemaFile$$' ./db -update
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -22,11 +23,12 @@ const migrationLockKey int64 = 0x617374726d6967 // "astrmig"
 
 // Migrator applies the app's migrations (bun/migrate, embedded SQL, marked applied only on
 // success) and River's (rivermigrate over pgx, so the schema is exactly what River's own
-// `river migrate-up` makes).
+// `river migrate-up` makes), then the function files of db/functions (applyFunctions).
 type Migrator struct {
-	app   *migrate.Migrator
-	river *rivermigrate.Migrator[pgx.Tx]
-	pool  *pgxpool.Pool
+	app       *migrate.Migrator
+	river     *rivermigrate.Migrator[pgx.Tx]
+	pool      *pgxpool.Pool
+	functions fs.FS
 }
 
 // MigrationStatus describes what is applied.
@@ -53,9 +55,10 @@ func NewMigrator(bunDB *bun.DB, pool *pgxpool.Pool) (*Migrator, error) {
 		return nil, fmt.Errorf("river migrator: %w", err)
 	}
 	return &Migrator{
-		app:   migrate.NewMigrator(bunDB, migrations, migrate.WithMarkAppliedOnSuccess(true)),
-		river: rm,
-		pool:  pool,
+		app:       migrate.NewMigrator(bunDB, migrations, migrate.WithMarkAppliedOnSuccess(true)),
+		river:     rm,
+		pool:      pool,
+		functions: defaultFunctions(),
 	}, nil
 }
 
@@ -66,16 +69,17 @@ func (m *Migrator) withLock(ctx context.Context, f func() error) error {
 		return fmt.Errorf("acquire connection for migration lock: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+	if _, err := conn.Exec(ctx, migrationLockSQL, migrationLockKey); err != nil {
 		return fmt.Errorf("take migration lock: %w", err)
 	}
 	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey)
+		_, _ = conn.Exec(context.WithoutCancel(ctx), migrationUnlockSQL, migrationLockKey)
 	}()
 	return f()
 }
 
-// Up applies River's migrations, then the app's, and returns what it applied.
+// Up applies River's migrations, then the app's, then the function files that changed (all of
+// them when an app migration ran), and returns what it applied.
 func (m *Migrator) Up(ctx context.Context) ([]string, error) {
 	var applied []string
 	err := m.withLock(ctx, func() error {
@@ -96,6 +100,11 @@ func (m *Migrator) Up(ctx context.Context) ([]string, error) {
 		for _, mig := range group.Migrations {
 			applied = append(applied, "app "+mig.String())
 		}
+		functions, err := m.applyFunctions(ctx, len(group.Migrations) > 0)
+		if err != nil {
+			return fmt.Errorf("functions up: %w", err)
+		}
+		applied = append(applied, functions...)
 		return nil
 	})
 	return applied, err

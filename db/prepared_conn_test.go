@@ -374,17 +374,10 @@ func TestPreparedConnDroppedAfterBackendDies(t *testing.T) {
 	}
 	// The backend may answer once more before it has gone; the call that meets the dead
 	// connection may fail; the ones after it must not.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	dbtest.WaitFor(t, 10*time.Second, "the terminated backend to stop answering", func() bool {
 		p, err := pidOf()
-		if err != nil || p != pid {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the terminated backend kept answering")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil || p != pid
+	})
 	for i := 0; i < 3; i++ {
 		again, err := pidOf()
 		if err != nil {

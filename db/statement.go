@@ -12,6 +12,14 @@ import (
 // placeholders in order. An insert's text is one row of VALUES, so that inserts of one text
 // in a batch join as rows of one statement (see Batch.Insert).
 //
+// Named SQL texts elsewhere use $N placeholders. ? is kept only where what runs the text needs
+// it: a Statement's text, because Batch joins several texts into one statement and numbers
+// their placeholders in order (Numbered); the texts of ScanOne, Writes.ScanOne and
+// Writes.ScanWith, which join a batch too or fall back to bun; and the texts run through bun
+// (its builder's fragments, NewRaw and the bun.IDB Exec and Query methods), whose formatter
+// fills ? and bun's numbered ?N and knows no $N. A text run on database/sql or pgx directly
+// takes $N.
+//
 // The texts keep bun's rule for a column it would write as DEFAULT: a nil pointer, or a zero
 // field that is nullzero or has a default, leaves the value to the database. A column whose
 // default is NULL takes NULL; one with another default takes coalesce(?, default), its value

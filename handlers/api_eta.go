@@ -9,8 +9,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"asterion/jobs"
 	"asterion/jobs/deferred"
+	"asterion/jobs/eta"
 )
 
 // The server's estimate rides on the documents it serves, never on the registry's: the status
@@ -32,9 +32,9 @@ func docFields(doc any) (map[string]json.RawMessage, error) {
 
 // putETA writes eta_seconds and the retry hint that follows it into fields, and returns the
 // hint.
-func putETA(fields map[string]json.RawMessage, eta jobs.ETA) int {
-	retry := eta.RetryAfter()
-	fields["eta_seconds"] = json.RawMessage(strconv.Itoa(eta.Seconds))
+func putETA(fields map[string]json.RawMessage, est eta.ETA) int {
+	retry := est.RetryAfter()
+	fields["eta_seconds"] = json.RawMessage(strconv.Itoa(est.Seconds))
 	fields["retry_after_seconds"] = json.RawMessage(strconv.Itoa(retry))
 	return retry
 }
@@ -43,7 +43,7 @@ func putETA(fields map[string]json.RawMessage, eta jobs.ETA) int {
 // when its work starts (a prompt's job) or ends (a chain), and the Retry-After that goes with
 // it (the handle's own hint when there is no estimate: the work already ended).
 // known is the estimate made as the work was accepted, nil to read one.
-func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle, known *jobs.ETA) (map[string]json.RawMessage, int, error) {
+func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle, known *eta.ETA) (map[string]json.RawMessage, int, error) {
 	fields, err := docFields(h)
 	if err != nil {
 		return nil, 0, fmt.Errorf("write the handle of %s: %w", h.OperationID, err)
@@ -51,14 +51,14 @@ func (s *Server) acceptedHandle(ctx context.Context, h deferred.Handle, known *j
 	if known != nil {
 		return fields, putETA(fields, *known), nil
 	}
-	eta, ok, err := s.deps.Jobs.ETAs().Operation(ctx, h.OperationID)
+	est, ok, err := s.deps.Jobs.ETAs().Operation(ctx, h.OperationID)
 	if err != nil {
 		return nil, 0, err
 	}
 	if !ok {
 		return fields, h.RetryAfterSeconds, nil
 	}
-	return fields, putETA(fields, eta), nil
+	return fields, putETA(fields, est), nil
 }
 
 // writeStatus answers a status document: while it is not terminal with the server's estimate
@@ -71,12 +71,12 @@ func (s *Server) writeStatus(c *fiber.Ctx, doc deferred.StatusDoc, next *uuid.UU
 	}
 	if !doc.Terminal() {
 		retry := doc.RetryAfterSeconds
-		eta, ok, err := s.deps.Jobs.ETAs().Operation(c.UserContext(), doc.OperationID)
+		est, ok, err := s.deps.Jobs.ETAs().Operation(c.UserContext(), doc.OperationID)
 		if err != nil {
 			return err
 		}
 		if ok {
-			retry = putETA(fields, eta)
+			retry = putETA(fields, est)
 		}
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retry))
 	}

@@ -129,6 +129,7 @@ func TestSlowSteadyReaderGetsTheWholeAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d bytes in %v: %v", total, time.Since(start), err)
 		}
+		// The slow reader's pace is what the test is about; nothing waits on it.
 		time.Sleep(15 * time.Millisecond)
 	}
 	if resp.StatusCode != http.StatusOK || total < size*9/10 {

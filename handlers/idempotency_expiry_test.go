@@ -7,6 +7,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/maintenance"
 )
 
 // TestIdempotencyKeyExpiry: a key is kept 24 hours; an older key, or one whose job was archived,
@@ -23,7 +24,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	// Archived: the key's job moved to sa_job_archive.
 	first := checkAccepted(t, f.do(t, "POST", path, u.Tok, body, "Idempotency-Key", "archived-key"))
 	f.waitJob(t, u, first.JobID, "succeeded")
-	if n, err := f.Jobs.ArchiveOldJobs(ctx, time.Now().Add(time.Hour), 100); err != nil || n == 0 {
+	if n, err := maintenance.ArchiveOldJobs(ctx, f.Jobs.DB(), time.Now().Add(time.Hour), 100); err != nil || n == 0 {
 		t.Fatalf("archive: %d %v", n, err)
 	}
 	again := checkAccepted(t, f.do(t, "POST", path, u.Tok, body, "Idempotency-Key", "archived-key"))
@@ -53,7 +54,7 @@ func TestIdempotencyKeyExpiry(t *testing.T) {
 	if _, err := f.DB.Bun.ExecContext(ctx, "UPDATE sa_idempotency SET created_at = now() - interval '25 hours' WHERE key = 'old-key'"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := jobs.PurgeIdempotencyKeys(ctx, f.Jobs.DB())
+	n, err := maintenance.PurgeIdempotencyKeys(ctx, f.Jobs.DB(), jobs.IdempotencyKeyTTL)
 	if err != nil || n != 1 {
 		t.Fatalf("purge: %d %v, want 1", n, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 
+	"asterion/db/dbtest"
 	"asterion/identity"
 	"asterion/jobs/batch"
 )
@@ -208,21 +209,14 @@ func TestFrontDoorBatchCancel(t *testing.T) {
 	}
 	awaitBatch(t, client, b.ID, sdk.BatchStatusInProgress)
 	// Wait until a job of the batch runs, so the cancel cuts a provider call too.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	dbtest.WaitFor(t, time.Minute, "a job of the batch to run", func() bool {
 		var running int
 		if err := f.DB.Bun.QueryRowContext(ctx, `SELECT count(*) FROM sa_batch_request r JOIN sa_job j ON j.id = r.job_id
 			WHERE r.batch_id = ? AND j.state = 'running'`, b.ID).Scan(&running); err != nil {
 			t.Fatal(err)
 		}
-		if running > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no job of the batch runs after a minute")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return running > 0
+	})
 	c, err := client.Batches.Cancel(ctx, b.ID)
 	if err != nil {
 		t.Fatalf("cancel: %v", err)

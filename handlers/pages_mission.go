@@ -18,6 +18,7 @@ import (
 	"asterion/identity"
 	"asterion/jobs"
 	"asterion/jobs/admit"
+	"asterion/jobs/eta"
 	"asterion/jobs/readmodel"
 	"asterion/views"
 )
@@ -158,12 +159,12 @@ func (s *Server) missionSubmit(c *fiber.Ctx) error {
 	if req.ParentID != nil {
 		drop.ParentID = req.ParentID.String()
 	}
-	eta, ok, err := s.deps.Jobs.ETAs().Job(c.UserContext(), out.JobID)
+	est, ok, err := s.deps.Jobs.ETAs().Job(c.UserContext(), out.JobID)
 	if err != nil {
 		return err
 	}
 	if ok {
-		withETA(&drop, eta)
+		withETA(&drop, est)
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Status(fiber.StatusAccepted)
@@ -203,16 +204,16 @@ func runAt(value, offset string) (*time.Time, string) {
 
 // withETA shows the estimate on a queued drop: when it is scheduled for, or when it should
 // start.
-func withETA(d *views.MissionDrop, eta jobs.ETA) {
-	if d.State != string(jobs.StateQueued) || !eta.Starts {
+func withETA(d *views.MissionDrop, est eta.ETA) {
+	if d.State != string(jobs.StateQueued) || !est.Starts {
 		return
 	}
-	if eta.ScheduledFor != nil {
-		at := *eta.ScheduledFor
+	if est.ScheduledFor != nil {
+		at := *est.ScheduledFor
 		d.ScheduledFor = &at
 		return
 	}
-	secs := eta.Seconds
+	secs := est.Seconds
 	d.StartsIn = &secs
 }
 

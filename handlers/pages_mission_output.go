@@ -12,6 +12,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/eta"
 	"asterion/jobs/output"
 	"asterion/jobs/readmodel"
 	"asterion/views"
@@ -39,7 +40,7 @@ func (s *Server) missionRendered(ctx context.Context, items []readmodel.MissionI
 			queued = append(queued, it.Job.ID)
 		}
 	}
-	var etas map[uuid.UUID]jobs.ETA
+	var etas map[uuid.UUID]eta.ETA
 	if len(queued) > 0 {
 		if etas, err = s.deps.Jobs.ETAs().Jobs(ctx, queued); err != nil {
 			return missionRender{}, err
@@ -52,8 +53,8 @@ func (s *Server) missionRendered(ctx context.Context, items []readmodel.MissionI
 			out = &h
 		}
 		drops[i] = missionDropOf(it, out)
-		if eta, ok := etas[it.Job.ID]; ok {
-			withETA(&drops[i], eta)
+		if est, ok := etas[it.Job.ID]; ok {
+			withETA(&drops[i], est)
 		}
 	}
 	return missionRender{drops: drops, items: items, heads: heads}, nil

@@ -48,10 +48,11 @@ type Deps struct {
 	// Reads are the read models the API and the pages show; nil means read models over Jobs'
 	// database, registry and meter.
 	Reads *readmodel.Reads
-	// Chains accepts and reads flow.chain operations; nil means a chain owner over Jobs.
-	Chains *chain.Chains
-	// Batches keeps the front door's files and runs its batches; nil means a batch owner over
-	// Jobs (whose worker then runs only on pools built after it).
+	// Chains accepts and reads flow.chain operations, and Batches keeps the front door's files
+	// and runs its batches: both from NewOwners over Jobs, built once by the process. When
+	// both are nil and Jobs is set, New builds them with NewOwners (whose batch worker then
+	// runs only on pools built after it).
+	Chains  *chain.Chains
 	Batches *batch.Batches
 	// Flow reads and steers flow control for the health page; nil means one over Jobs' database
 	// that knows no configured provider limits (the learned ones still show).
@@ -111,13 +112,15 @@ func New(deps Deps) *Server {
 		panic("handlers.New: " + err.Error())
 	}
 	deps.Limits = deps.Limits.withDefaults()
-	if deps.Chains == nil && deps.Jobs != nil {
-		// Jobs is set, so New cannot fail.
-		deps.Chains, _ = chain.New(chain.Config{Jobs: deps.Jobs})
+	if (deps.Chains == nil) != (deps.Batches == nil) {
+		panic("handlers.New: Deps.Chains and Deps.Batches come together, from NewOwners")
 	}
-	if deps.Batches == nil && deps.Jobs != nil {
-		// Jobs and the endpoints are set, so New cannot fail.
-		deps.Batches, _ = batch.New(batch.Config{Jobs: deps.Jobs, Endpoints: openai.BatchEndpoints()})
+	if deps.Chains == nil && deps.Jobs != nil {
+		o, err := NewOwners(deps.Jobs)
+		if err != nil {
+			panic("handlers.New: " + err.Error())
+		}
+		deps.Chains, deps.Batches = o.Chains, o.Batches
 	}
 	if deps.Reads == nil && deps.Jobs != nil {
 		deps.Reads = readmodel.Of(deps.Jobs)

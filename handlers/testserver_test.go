@@ -20,10 +20,8 @@ import (
 	"time"
 
 	"asterion/db/dbtest"
-	"asterion/handlers/openai"
 	"asterion/identity"
 	"asterion/jobs"
-	"asterion/jobs/batch"
 	"asterion/jobs/feed"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
@@ -156,9 +154,11 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if cfg.Runtime != nil {
 		cfg.Runtime(&rcfg)
 	}
-	batches, err := batch.New(batch.Config{Jobs: svc, Endpoints: openai.BatchEndpoints()})
+	// The owners are built before the runtime, as the command builds them, so that the
+	// batches' worker runs on its pool.
+	owners, err := NewOwners(svc)
 	if err != nil {
-		t.Fatalf("batches: %v", err)
+		t.Fatal(err)
 	}
 	rt, err := jobs.NewRuntime(svc, rcfg)
 	if err != nil {
@@ -172,7 +172,7 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams, Batches: batches,
+	deps := Deps{Identity: ids, Jobs: svc, Hub: hub, Logger: log, Streams: cfg.Streams, Chains: owners.Chains, Batches: owners.Batches,
 		Ready: func(ctx context.Context) error { return d.Bun.PingContext(ctx) }}
 	if cfg.Deps != nil {
 		cfg.Deps(d, &deps)

@@ -93,8 +93,8 @@ func startTracedServer(t *testing.T, tracing bool) *traceHarness {
 // the provider call ran under.
 func (h *traceHarness) spansOf(t *testing.T, id trace.TraceID, want ...string) map[string]tracetest.SpanStub {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var got map[string]tracetest.SpanStub
+	dbtest.WaitForDetail(t, 20*time.Second, fmt.Sprintf("trace %s to have spans %v", id, want), func() (bool, string) {
 		if err := h.tel.ForceFlush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func (h *traceHarness) spansOf(t *testing.T, id trace.TraceID, want ...string) m
 				all[s.Name] = append(all[s.Name], s)
 			}
 		}
-		got := map[string]tracetest.SpanStub{}
+		got = map[string]tracetest.SpanStub{}
 		for name, spans := range all {
 			if len(spans) > 1 && name != workSpan {
 				t.Fatalf("trace %s has %d %q spans", id, len(spans), name)
@@ -119,24 +119,18 @@ func (h *traceHarness) spansOf(t *testing.T, id trace.TraceID, want ...string) m
 				got[workSpan] = w
 			}
 		}
-		missing := 0
 		for _, n := range want {
 			if _, ok := got[n]; !ok {
-				missing++
+				names := make([]string, 0, len(got))
+				for n := range got {
+					names = append(names, n)
+				}
+				return false, fmt.Sprintf("it has %v", names)
 			}
 		}
-		if missing == 0 {
-			return got
-		}
-		if time.Now().After(deadline) {
-			names := make([]string, 0, len(got))
-			for n := range got {
-				names = append(names, n)
-			}
-			t.Fatalf("trace %s after 20 s has spans %v, want %v", id, names, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true, ""
+	})
+	return got
 }
 
 const (
@@ -244,8 +238,7 @@ func TestTraceNewRootWithoutTraceparent(t *testing.T) {
 	job := h.f.submit(t, u, "untraced caller")
 	h.f.waitJob(t, u, job.JobID, "succeeded")
 	var root trace.TraceID
-	deadline := time.Now().Add(20 * time.Second)
-	for !root.IsValid() {
+	dbtest.WaitFor(t, 20*time.Second, "the HTTP span", func() bool {
 		if err := h.tel.ForceFlush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -257,11 +250,8 @@ func TestTraceNewRootWithoutTraceparent(t *testing.T) {
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no HTTP span after 20 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return root.IsValid()
+	})
 	spans := h.spansOf(t, root, httpSpan, submitSpan, workSpan, providerSpan)
 	wantChild(t, spans, workSpan, submitSpan)
 	wantChild(t, spans, providerSpan, workSpan)

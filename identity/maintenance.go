@@ -18,14 +18,13 @@ type PurgeResult struct {
 // Several processes may purge at once: each delete is idempotent.
 func (s *Service) Purge(ctx context.Context) (PurgeResult, error) {
 	var r PurgeResult
-	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= now()`)
+	res, err := s.db.DB.ExecContext(ctx, purgeSessionsSQL)
 	if err != nil {
 		return r, fmt.Errorf("purge expired sessions: %w", err)
 	}
 	n, _ := res.RowsAffected()
 	r.Sessions = int(n)
-	res, err = s.db.ExecContext(ctx, `DELETE FROM login_failures WHERE at <= clock_timestamp() - ? * interval '1 microsecond'`,
-		s.cfg.SignInWindow.Microseconds())
+	res, err = s.db.DB.ExecContext(ctx, purgeSignInFailuresSQL, s.cfg.SignInWindow.Microseconds())
 	if err != nil {
 		return r, fmt.Errorf("purge old sign-in failures: %w", err)
 	}

@@ -121,9 +121,6 @@ func (s *Service) CreateUser(ctx context.Context, orgName, name string, role Rol
 	return u, nil
 }
 
-// principalQuery selects a principal by a join condition.
-const principalSelect = `SELECT u.id, u.name, u.role, o.id, o.name FROM users u JOIN orgs o ON o.id = u.org_id `
-
 func scanPrincipal(row interface{ Scan(...any) error }) (Principal, error) {
 	var p Principal
 	var role string
@@ -142,9 +139,7 @@ func (s *Service) SessionPrincipal(ctx context.Context, cookie string) (Principa
 		return Principal{}, "", ErrUnauthenticated
 	}
 	var csrf string
-	row := s.db.DB.QueryRowContext(ctx, `SELECT u.id, u.name, u.role, o.id, o.name, s.csrf_token
-		FROM sessions s JOIN users u ON u.id = s.user_id JOIN orgs o ON o.id = u.org_id
-		WHERE s.id_hash = $1 AND s.expires_at > now() AND u.disabled_at IS NULL`, HashSecret(cookie))
+	row := s.db.DB.QueryRowContext(ctx, sessionPrincipalSQL, HashSecret(cookie))
 	var p Principal
 	var role string
 	err := row.Scan(&p.UserID, &p.UserName, &role, &p.OrgID, &p.OrgName, &csrf)
@@ -201,7 +196,7 @@ func isUniqueViolation(err error) bool {
 
 // PrincipalByName returns the principal of a named user (for the command line).
 func (s *Service) PrincipalByName(ctx context.Context, name string) (Principal, error) {
-	p, err := scanPrincipal(s.db.QueryRowContext(ctx, principalSelect+`WHERE u.name = ?`, name))
+	p, err := scanPrincipal(s.db.DB.QueryRowContext(ctx, principalByNameSQL, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Principal{}, fmt.Errorf("user %q: %w", name, ErrNotFound)
 	}

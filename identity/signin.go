@@ -56,20 +56,6 @@ const (
 	lockClassSignInAddress = 0x61737502
 )
 
-// signInRefusalSQL finds, for the name at the address, the address and the name, the failure
-// whose leaving the window ends a refusal: the limit-th newest inside the window (none when
-// under the limit). The pair is read through the name's index: the window holds at most the
-// per-name limit of its rows.
-const signInRefusalSQL = `SELECT
-	(SELECT at FROM login_failures WHERE username = ?0 AND address = ?1
-		AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
-		ORDER BY at DESC OFFSET ?3 LIMIT 1),
-	(SELECT at FROM login_failures WHERE address = ?1 AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
-		ORDER BY at DESC OFFSET ?4 LIMIT 1),
-	(SELECT at FROM login_failures WHERE username = ?0 AND at > clock_timestamp() - ?2::bigint * interval '1 microsecond'
-		ORDER BY at DESC OFFSET ?5 LIMIT 1),
-	clock_timestamp()`
-
 // maxKeyLen bounds what an attempt stores of a user name or an address.
 const maxKeyLen = 200
 
@@ -121,7 +107,7 @@ func (s *Service) SignIn(ctx context.Context, name, password, address string) (s
 	if _, err := s.db.NewInsert().Model(&sess).Exec(ctx); err != nil {
 		return "", db.Session{}, Principal{}, fmt.Errorf("create session: %w", err)
 	}
-	p, err := scanPrincipal(s.db.QueryRowContext(ctx, principalSelect+`WHERE u.id = ?`, u.ID))
+	p, err := scanPrincipal(s.db.DB.QueryRowContext(ctx, principalByIDSQL, u.ID))
 	if err != nil {
 		return "", db.Session{}, Principal{}, fmt.Errorf("load principal: %w", err)
 	}
@@ -169,10 +155,10 @@ func (s *Service) reserveAttempt(ctx context.Context, name, address string) (int
 	var id int64
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// Name before address, always: no two attempts wait on each other in a cycle.
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?, hashtext(?))`, lockClassSignInUser, name); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, signInLockSQL, lockClassSignInUser, name); err != nil {
 			return fmt.Errorf("lock sign-in name: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?, hashtext(?))`, lockClassSignInAddress, address); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, signInLockSQL, lockClassSignInAddress, address); err != nil {
 			return fmt.Errorf("lock sign-in address: %w", err)
 		}
 		lim, err := s.refusal(ctx, tx, name, address)
@@ -182,8 +168,7 @@ func (s *Service) reserveAttempt(ctx context.Context, name, address string) (int
 		if lim != nil {
 			return lim
 		}
-		return tx.QueryRowContext(ctx, `INSERT INTO login_failures (username, address) VALUES (?, ?) RETURNING id`,
-			name, address).Scan(&id)
+		return tx.Tx.QueryRowContext(ctx, signInFailureSQL, name, address).Scan(&id)
 	})
 	var lim *SignInLimitError
 	if errors.As(err, &lim) {
@@ -198,7 +183,7 @@ func (s *Service) reserveAttempt(ctx context.Context, name, address string) (int
 // releaseAttempt takes back the failure counted in advance. Should the delete fail, the attempt
 // stays counted: the safe side.
 func (s *Service) releaseAttempt(ctx context.Context, id int64) {
-	_, _ = s.db.ExecContext(ctx, `DELETE FROM login_failures WHERE id = ?`, id)
+	_, _ = s.db.DB.ExecContext(ctx, signInReleaseSQL, id)
 }
 
 // verifyLimited runs VerifyPassword in one of the process's hash slots.

@@ -112,23 +112,6 @@ func (s *Service) RevokeTokenID(ctx context.Context, id int64) (bool, error) {
 	return false, nil
 }
 
-// tokenAuthSQL finds the principal of a live token: not revoked, not expired, its user not
-// disabled. stale says whether last_used_at is older than the current minute.
-const tokenAuthSQL = `SELECT u.id, u.name, u.role, o.id, o.name,
-		t.last_used_at IS NULL OR t.last_used_at < date_trunc('minute', now())
-	FROM api_tokens t JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
-	WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
-		AND u.disabled_at IS NULL`
-
-// recordTokenUseSQL records a token's use to the minute. It is conditional, so that concurrent
-// requests in the same minute write once between them, and it skips a row another request is
-// writing: the requests of a busy token that all find it stale at the turn of a minute do not
-// queue behind that one write's commit (a skipped use is the same minute's use the writer
-// records).
-const recordTokenUseSQL = `UPDATE api_tokens SET last_used_at = date_trunc('minute', now())
-WHERE id = (SELECT id FROM api_tokens WHERE token_hash = $1
-    AND (last_used_at IS NULL OR last_used_at < date_trunc('minute', now())) FOR UPDATE SKIP LOCKED)`
-
 // AuthenticateToken returns the principal of a live bearer token, or ErrUnauthenticated for a
 // token that is unknown, revoked or expired, or whose user is disabled. It is the one answer to
 // "is this token still valid", checked on every request. It records the use to the minute:
@@ -152,7 +135,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, secret string) (Princip
 	}
 	p.Role = Role(role)
 	if stale {
-		if _, err := s.db.DB.ExecContext(ctx, recordTokenUseSQL, hash); err != nil {
+		if _, err := s.db.DB.ExecContext(ctx, tokenUsedSQL, hash); err != nil {
 			return Principal{}, fmt.Errorf("record token use: %w", err)
 		}
 	}

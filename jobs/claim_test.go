@@ -109,7 +109,7 @@ func TestClaimOfAJobThisProcessClaimedButNobodyRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.held {
-				defer s.beats.add(queued.ID, lost, nil, func() {})()
+				defer s.beats.Add(queued.ID, lost, nil, func() {})()
 			}
 			res, err := s.claim(ctx, queued.ID, 0, *queued.RiverJobID, c.workerID)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
+	"asterion/jobs/retrypolicy"
 )
 
 // claimOutcome says what a worker should do with a vehicle it fetched.
@@ -87,7 +88,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			if job.RunningHeartbeatAt != nil {
 				age = now.Sub(*job.RunningHeartbeatAt)
 			}
-			if age < s.cfg.StaleAfter && !s.beats.orphaned(job, workerID) {
+			if age < s.cfg.StaleAfter && !s.beats.Orphaned(job, workerID) {
 				res = claimResult{outcome: claimWait, wait: s.cfg.StaleAfter - age, reason: "previous execution may be alive"}
 				return nil
 			}
@@ -230,7 +231,7 @@ func (s *Service) runClaimed(ctx context.Context, job db.Job, claim string, prom
 		out = s.cfg.Output.Open(output.Ref{JobID: job.ID, Attempt: job.Attempt, Claim: claim})
 		progress = out.Progress
 	}
-	removeBeat := s.beats.add(job.ID, claim, progress, func() { cancelCall(errClaimLost) })
+	removeBeat := s.beats.Add(job.ID, claim, progress, func() { cancelCall(errClaimLost) })
 	// A cancelled execution must not prove liveness any more, even while its provider call
 	// has yet to return.
 	stopBeatOnCancel := context.AfterFunc(callCtx, removeBeat)
@@ -366,7 +367,7 @@ func (s *Service) finishSuccess(ctx context.Context, job db.Job, claim string, p
 
 var errDuplicateResponse = errors.New("response for this provider request already written")
 
-// finishFailure classifies the error by kind (retry.go) and re-queues with backoff or fails the job, only
+// finishFailure classifies the error by kind (package retrypolicy) and re-queues with backoff or fails the job, only
 // while it is still running under claim. A run cut by a graceful stop is handed back without
 // spending an attempt (handBack); any other cancellation while the job is still ours re-queues
 // it at once as a worker crash.
@@ -378,10 +379,10 @@ func (s *Service) finishFailure(ctx context.Context, job db.Job, claim string, c
 	// Members see a fixed description; the provider's own words and the cause go to operators
 	// (sa_job_error) and the log.
 	kind, msg, detail := string(perr.Kind), truncate(perr.MemberMessage(), 1000), truncate(perr.Error(), 4000)
-	decision := Decide(perr, job.Attempt, job.MaxAttempts, maxPauseOf(s.cfg.Governor), s.cfg.Rand)
+	decision := retrypolicy.Decide(perr, job.Attempt, job.MaxAttempts, maxPauseOf(s.cfg.Governor), s.cfg.Rand)
 	if provider.IsCanceled(callErr) {
 		kind, msg = KindWorkerCrash, "the worker stopped while the provider call was in flight"
-		decision = Decision{Retry: job.Attempt < job.MaxAttempts}
+		decision = retrypolicy.Decision{Retry: job.Attempt < job.MaxAttempts}
 	}
 	if detail != msg {
 		s.log.Warn("provider call failed", "job_id", job.ID, "attempt", job.Attempt, "error_kind", kind, "detail", detail)

@@ -292,14 +292,15 @@ func TestConcurrentSubmitsToDifferentParents(t *testing.T) {
 		for i, s := range subs {
 			ids[i] = s.JobID
 		}
-		deadline := time.Now().Add(150 * time.Second)
-		for e.Count("SELECT count(*) FROM sa_job WHERE id = ANY(?::uuid[]) AND state = 'succeeded'", uuidArray(ids)) != len(ids) {
-			if time.Now().After(deadline) {
+		// A failed wait shows the queue (t.Fatal runs the deferred calls).
+		defer func() {
+			if t.Failed() {
 				jobstest.DumpQueue(e.T, e.D)
-				t.Fatal("timed out waiting for every job to succeed")
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		}()
+		jobstest.WaitFor(t, 150*time.Second, "every job to succeed", func() bool {
+			return e.Count("SELECT count(*) FROM sa_job WHERE id = ANY(?::uuid[]) AND state = 'succeeded'", uuidArray(ids)) == len(ids)
+		})
 	}
 
 	parentTexts := make([]string, n)

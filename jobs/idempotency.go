@@ -17,20 +17,8 @@ import (
 // key is expired and a submit with it is a new one.
 const IdempotencyKeyTTL = 24 * time.Hour
 
+// idempotencyTTLInterval is IdempotencyKeyTTL as a PostgreSQL interval.
 var idempotencyTTLInterval = strconv.FormatInt(int64(IdempotencyKeyTTL/time.Second), 10) + " seconds"
-
-// PurgeIdempotencyKeys deletes the keys older than IdempotencyKeyTTL from idb and returns how
-// many went.
-// The prune maintenance job runs it.
-func PurgeIdempotencyKeys(ctx context.Context, idb bun.IDB) (int64, error) {
-	res, err := idb.NewDelete().Table("sa_idempotency").
-		Where("created_at < now() - ?::interval", idempotencyTTLInterval).Exec(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("purge expired idempotency keys: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
-}
 
 // keyEpochOf is the keyEpoch of a key taken over at t.
 func keyEpochOf(t time.Time) string { return "@" + strconv.FormatInt(t.UnixMicro(), 10) }
@@ -40,11 +28,7 @@ func keyEpochOf(t time.Time) string { return "@" + strconv.FormatInt(t.UnixMicro
 // key's new submission answers, as for any replay.
 func (s *Service) takeOverArchivedKey(ctx context.Context, tx bun.Tx, req *SubmitRequest, hash string, archivedJob uuid.UUID) (Submitted, bool, error) {
 	var at time.Time
-	err := tx.NewRaw(`UPDATE sa_idempotency
-		SET request_hash = ?, prompt_id = ?, job_id = ?, created_at = now()
-		WHERE user_id = ? AND key = ? AND job_id = ?
-		RETURNING created_at`,
-		hash, uuid.Nil, uuid.Nil, req.Viewer.UserID, req.IdempotencyKey, archivedJob).Scan(ctx, &at)
+	err := tx.NewRaw(takeOverIdempotencyKeySQL, hash, uuid.Nil, uuid.Nil, req.Viewer.UserID, req.IdempotencyKey, archivedJob).Scan(ctx, &at)
 	switch {
 	case err == nil:
 		req.keyEpoch = keyEpochOf(at)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,12 +52,15 @@ func TestWorkerClaimWaitsForTheLaneWhileSubmitsFlow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, d, jobID := serviceWithOneJob(t, "lane", intake.Config{Yield: tc.maxWait, LaneWidth: 1})
+			// The intake's clock runs ahead by skew: moving it crosses the window after the
+			// submit without waiting for it.
+			var skew atomic.Int64
+			clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+			s, d, jobID := serviceWithOneJob(t, "lane", intake.Config{Yield: tc.maxWait, LaneWidth: 1, Now: clock})
 			lane := s.intake.(*intake.Intake).Lane()
 			hold := lane.Enter(context.Background(), intake.Finish)
 			if !tc.narrow {
-				// Let the window after the submit pass (a sleep only ever lasts longer).
-				time.Sleep(2 * tc.maxWait)
+				skew.Store(int64(2 * tc.maxWait))
 			}
 			waiting := func() bool { return lane.Waiting() > 0 }
 			runOneWorker(t, s, d, jobID, tc.narrow, waiting, hold, "while the lane was held")

@@ -9,6 +9,7 @@ import (
 	"asterion/db"
 	"asterion/jobs"
 	"asterion/jobs/jobstest"
+	"asterion/jobs/maintenance"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 )
@@ -67,7 +68,7 @@ func TestStreamedJobOutput(t *testing.T) {
 		t.Errorf("chunks make %q, the response is %q", joined(cs), resp.Body)
 	}
 
-	if _, err := e.S.ArchiveOldJobs(context.Background(), time.Now().Add(time.Hour), 100); err != nil {
+	if _, err := maintenance.ArchiveOldJobs(context.Background(), e.D.Bun, time.Now().Add(time.Hour), 100); err != nil {
 		t.Fatal(err)
 	}
 	var archived int

@@ -11,6 +11,7 @@ import (
 	"asterion/db"
 	"asterion/jobs"
 	"asterion/jobs/jobstest"
+	"asterion/jobs/maintenance"
 	"asterion/jobs/provider"
 )
 
@@ -70,7 +71,7 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 	// Alive: the heartbeat advances, and a reclaim leaves the job alone.
 	hb := *j.RunningHeartbeatAt
 	jobstest.WaitFor(t, 5*time.Second, "heartbeat to advance", func() bool { return e.Job(s.JobID).RunningHeartbeatAt.After(hb) })
-	if rep, err := e.S.ReclaimStuck(ctx); err != nil || rep != (jobs.ReclaimReport{}) {
+	if rep, err := e.S.ReclaimStuck(ctx); err != nil || rep != (maintenance.ReclaimReport{}) {
 		t.Fatalf("reclaim of a live job: %+v, %v", rep, err)
 	}
 
@@ -96,7 +97,7 @@ func TestHeartbeatReclaimProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := e.S.ReclaimStuck(ctx)
-	if err != nil || rep != (jobs.ReclaimReport{Requeued: 1}) {
+	if err != nil || rep != (maintenance.ReclaimReport{Requeued: 1}) {
 		t.Fatalf("reclaim: %+v, %v", rep, err)
 	}
 	j = e.Job(s.JobID)
@@ -197,7 +198,7 @@ func TestConcurrentSafetyProof(t *testing.T) {
 	}
 	// Stale without any help: wait past StaleAfter, then reclaim from another process.
 	svcB := e.service(fake, func(c *jobs.Config) { c.StaleAfter = 300 * time.Millisecond })
-	var rep jobs.ReclaimReport
+	var rep maintenance.ReclaimReport
 	jobstest.WaitFor(t, 10*time.Second, "reclaim of the stale job", func() bool {
 		r, err := svcB.ReclaimStuck(ctx)
 		if err != nil {
@@ -207,7 +208,7 @@ func TestConcurrentSafetyProof(t *testing.T) {
 		rep.Failed += r.Failed
 		return rep.Requeued+rep.Failed > 0
 	})
-	if rep != (jobs.ReclaimReport{Requeued: 1}) {
+	if rep != (maintenance.ReclaimReport{Requeued: 1}) {
 		t.Fatalf("reclaim %+v", rep)
 	}
 	// River passes the cancellation of the old vehicle to worker A's context.
@@ -263,7 +264,7 @@ func TestReclaimStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := e.S.ReclaimStuck(ctx)
-	if err != nil || rep != (jobs.ReclaimReport{Failed: 2}) {
+	if err != nil || rep != (maintenance.ReclaimReport{Failed: 2}) {
 		t.Fatalf("reclaim %+v, %v", rep, err)
 	}
 	for _, s := range []jobs.Submitted{old, last} {
@@ -384,7 +385,7 @@ func TestReclaimMovesJobOffOrphanedVehicle(t *testing.T) {
 	}
 	oldVehicle, freshVehicle := *e.Job(orphan.JobID).RiverJobID, *e.Job(fresh.JobID).RiverJobID
 	rep, err := e.S.ReclaimStuck(ctx)
-	if err != nil || rep != (jobs.ReclaimReport{Revehicled: 1}) {
+	if err != nil || rep != (maintenance.ReclaimReport{Revehicled: 1}) {
 		t.Fatalf("reclaim %+v, %v", rep, err)
 	}
 	j := e.Job(orphan.JobID)
@@ -397,7 +398,7 @@ func TestReclaimMovesJobOffOrphanedVehicle(t *testing.T) {
 	if f := e.Job(fresh.JobID); *f.RiverJobID != freshVehicle || f.State != "queued" {
 		t.Fatalf("fresh job touched: %+v", f)
 	}
-	if again, err := e.S.ReclaimStuck(ctx); err != nil || again != (jobs.ReclaimReport{}) {
+	if again, err := e.S.ReclaimStuck(ctx); err != nil || again != (maintenance.ReclaimReport{}) {
 		t.Fatalf("second reclaim %+v, %v", again, err)
 	}
 	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)

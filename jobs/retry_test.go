@@ -13,6 +13,7 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
+	"asterion/jobs/retrypolicy"
 )
 
 // schedRecorder wraps the sim provider and, on every attempt after the first, records the
@@ -127,7 +128,7 @@ func TestRetryProof(t *testing.T) {
 				if d < b[0] || d > b[1] {
 					t.Errorf("backoff before attempt %d = %s, want within [%s, %s]", attempt, d, b[0], b[1])
 				}
-				if want := jobs.Backoff(attempt, constRand(rnd)).Truncate(time.Millisecond); d != want {
+				if want := retrypolicy.Backoff(attempt, constRand(rnd)).Truncate(time.Millisecond); d != want {
 					t.Errorf("backoff before attempt %d = %s, want exactly %s", attempt, d, want)
 				}
 			}

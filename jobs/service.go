@@ -16,12 +16,15 @@ import (
 
 	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/eta"
 	"asterion/jobs/fairshare"
 	"asterion/jobs/governor"
+	"asterion/jobs/heartbeat"
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
+	"asterion/jobs/tracing"
 	"asterion/jobs/usage"
 )
 
@@ -84,7 +87,7 @@ type Config struct {
 	// unless configured otherwise.
 	Intake intake.Config
 	// Tracer, when set, traces every submit, the River job of every prompt and its provider
-	// call, one trace per prompt (tracing.go); nil leaves tracing out at no cost.
+	// call, one trace per prompt (package tracing); nil leaves tracing out at no cost.
 	Tracer trace.TracerProvider
 }
 
@@ -95,7 +98,7 @@ type Service struct {
 
 	cfg Config
 	// eta estimates when queued jobs start and running ones end (the 202's eta_seconds).
-	eta    *Estimator
+	eta    *eta.Estimator
 	db     *bun.DB
 	log    *slog.Logger
 	insert *river.Client[*sql.Tx]
@@ -115,7 +118,7 @@ type Service struct {
 	// extensions add River workers of other components to the worker pools (Extend).
 	extensions []Extension
 	// beats proves every execution of this process alive, one statement per interval.
-	beats *heartbeats
+	beats *heartbeat.Keeper
 	// calls surrounds each provider call: governor slots, observations, usage.
 	calls *calls
 	// door is the one admission every way a job is created passes (package admit).
@@ -188,13 +191,17 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Governor != nil {
 		rpm = cfg.Governor.RPM(governor.ModelState{})
 	}
-	eta, err := NewEstimator(ETAConfig{DB: cfg.DB, OrgMaxRunning: cfg.OrgMaxRunning, ProviderRPM: rpm})
+	beats, err := heartbeat.New(heartbeat.Config{DB: cfg.DB, Every: cfg.HeartbeatInterval, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	etas, err := eta.New(eta.Config{DB: cfg.DB, OrgMaxRunning: cfg.OrgMaxRunning, ProviderRPM: rpm})
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Operations: &Operations{reg: reg}, eta: eta,
+	s := &Service{Operations: &Operations{reg: reg}, eta: etas,
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, insert: ins, reg: reg, intake: in,
-		beats: newHeartbeats(cfg.DB, cfg.HeartbeatInterval, cfg.Logger)}
+		beats: beats}
 	s.calls = &calls{cfg: &s.cfg, db: cfg.DB, log: cfg.Logger}
 	models := cfg.Models
 	if len(models) == 0 {
@@ -222,7 +229,7 @@ func NewService(cfg Config) (*Service, error) {
 	s.submits = intake.NewGroup(in, intake.GroupSpec[SubmitRequest, Submitted]{Write: s.writeSubmits, Alone: s.submitOne,
 		InTx: groupTx, Recover: s.recoverSubmits, What: "submit prompt", Logger: cfg.Logger})
 	if cfg.Tracer != nil {
-		s.tracer = cfg.Tracer.Tracer(tracerName)
+		s.tracer = cfg.Tracer.Tracer(tracing.TracerName)
 		s.cfg.Provider = provider.Traced(cfg.Provider, cfg.Tracer)
 	}
 	reg.Register(promptOwner{s})
@@ -230,7 +237,7 @@ func NewService(cfg Config) (*Service, error) {
 }
 
 // ETAs returns the estimator of when jobs start and end.
-func (s *Service) ETAs() *Estimator { return s.eta }
+func (s *Service) ETAs() *eta.Estimator { return s.eta }
 
 // DB returns the database the service writes.
 func (s *Service) DB() *bun.DB { return s.db }
@@ -261,4 +268,12 @@ func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx bun.
 		s.committed()
 	}
 	return nil
+}
+
+// calls is what prompt execution does around each provider call: it asks the governor for a
+// slot, tells it what the provider said, and records the attempt's usage.
+type calls struct {
+	cfg *Config
+	db  *bun.DB
+	log *slog.Logger
 }

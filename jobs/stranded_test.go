@@ -7,6 +7,7 @@ import (
 
 	"asterion/jobs"
 	"asterion/jobs/jobstest"
+	"asterion/jobs/maintenance"
 	"asterion/jobs/provider"
 )
 
@@ -27,7 +28,7 @@ func TestReclaimRevehiclesJobOnFinishedVehicle(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep, err := e.S.ReclaimStuck(ctx)
-			if err != nil || rep != (jobs.ReclaimReport{Stranded: 1}) {
+			if err != nil || rep != (maintenance.ReclaimReport{Stranded: 1}) {
 				t.Fatalf("reclaim %+v, %v, want one stranded job moved", rep, err)
 			}
 			j := e.Job(sub.JobID)
@@ -37,7 +38,7 @@ func TestReclaimRevehiclesJobOnFinishedVehicle(t *testing.T) {
 			if st := e.RiverState(*j.RiverJobID); st != "available" {
 				t.Errorf("new vehicle is %s", st)
 			}
-			if again, err := e.S.ReclaimStuck(ctx); err != nil || again != (jobs.ReclaimReport{}) {
+			if again, err := e.S.ReclaimStuck(ctx); err != nil || again != (maintenance.ReclaimReport{}) {
 				t.Fatalf("second reclaim %+v, %v", again, err)
 			}
 		})

@@ -14,13 +14,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"asterion/db"
 	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/eta"
 	"asterion/jobs/provider"
 	"asterion/jobs/registry"
+	"asterion/jobs/tracing"
 )
 
 // Limits of a submitted prompt (docs/api.md).
@@ -90,7 +94,7 @@ type Submitted struct {
 	Replayed bool
 	// ETA is the estimate of when the job starts, made as it was accepted; nil for a replayed
 	// submission (its job may have moved on) or when the estimate could not be made.
-	ETA *ETA
+	ETA *eta.ETA
 }
 
 // validate checks every field rule of the request and the admission's rules on its fields
@@ -220,8 +224,8 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted,
 	if err == nil && !out.Replayed {
 		// The job is committed whatever the estimate does: one that fails leaves the handle to
 		// be placed by its own read.
-		if eta, eerr := s.eta.Arrival(ctx, *req.Priority, req.Viewer.OrgID, req.ScheduledFor); eerr == nil {
-			out.ETA = &eta
+		if est, eerr := s.eta.Arrival(ctx, RiverPriority(*req.Priority), req.Viewer.OrgID, req.ScheduledFor); eerr == nil {
+			out.ETA = &est
 		}
 	}
 	return out, err
@@ -320,12 +324,7 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *Submi
 		Inserted  bool      `bun:"inserted"`
 		CreatedAt time.Time `bun:"created_at"`
 	}
-	err := tx.NewRaw(`INSERT INTO sa_idempotency (user_id, key, request_hash, prompt_id, job_id)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, key) DO UPDATE
-		SET request_hash = EXCLUDED.request_hash, prompt_id = EXCLUDED.prompt_id, job_id = EXCLUDED.job_id, created_at = now()
-		WHERE sa_idempotency.created_at < now() - ?::interval
-		RETURNING xmax = 0 AS inserted, created_at`,
-		req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
+	err := tx.NewRaw(claimIdempotencyKeySQL, req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
 	switch {
 	case err == nil:
 		if !claimed.Inserted {
@@ -465,7 +464,7 @@ func (nj newJob) vehicle(jobID uuid.UUID) river.InsertManyParams {
 		// River's scheduled jobs carry a scheduled prompt: no worker fetches it before then.
 		opts.ScheduledAt = *nj.scheduledFor
 	}
-	opts.Metadata = traceMetadata(nj.trace)
+	opts.Metadata = tracing.Metadata(nj.trace)
 	return river.InsertManyParams{Args: PromptArgs{JobID: jobID, Priority: nj.priority, Model: nj.model, Tokens: nj.tokens,
 		OrgID: nj.orgID},
 		InsertOpts: opts}
@@ -526,6 +525,21 @@ func (s *Service) queuedRowsOf(nj newJob, jobID uuid.UUID, riverID int64, now ti
 
 // txNow is the transaction's clock, so every timestamp written in it agrees.
 func txNow(ctx context.Context, tx bun.IDB) (t time.Time, err error) {
-	err = tx.QueryRowContext(ctx, "SELECT now()").Scan(&t)
+	err = tx.QueryRowContext(ctx, txNowSQL).Scan(&t)
 	return t, err
+}
+
+// endSubmitSpan ends the span of a submit with what became of it. A client mistake is not an
+// error of the service.
+func endSubmitSpan(span trace.Span, out Submitted, err error) {
+	if err == nil {
+		span.SetAttributes(attribute.String("asterion.prompt_id", out.PromptID.String()),
+			attribute.String("asterion.job_id", out.JobID.String()), attribute.Bool("asterion.replayed", out.Replayed))
+	} else if ve := (*ValidationError)(nil); !errors.As(err, &ve) && !errors.Is(err, ErrIdempotencyConflict) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(attribute.String("error.type", "client"))
+	}
+	span.End()
 }

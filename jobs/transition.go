@@ -158,6 +158,7 @@ func (s *Service) move(ctx context.Context, w *db.Writes, ch change) (movedJob, 
 		return movedJob{}, err
 	}
 	query, args := ch.statement()
+	sawTransition(s, ch, query)
 	var moved movedJob
 	var err error
 	if len(ch.with) > 0 {

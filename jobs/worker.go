@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"asterion/db"
 	"asterion/jobs/fairshare"
 	"asterion/jobs/intake"
 )
@@ -133,64 +135,48 @@ func (w *Worker) Work(ctx context.Context, rj *river.Job[PromptArgs]) error {
 	return river.JobCancel(fmt.Errorf("job %s ended %s", args.JobID, out.state))
 }
 
-// ReclaimArgs is the periodic reclaim job.
-type ReclaimArgs struct{}
-
-// Kind is the River job kind.
-func (ReclaimArgs) Kind() string { return "asterion.reclaim" }
-
-// reclaimWorker runs ReclaimStuck; River's periodic jobs run on the leader only.
-type reclaimWorker struct {
-	river.WorkerDefaults[ReclaimArgs]
-	svc *Service
-}
-
-func (w *reclaimWorker) Work(ctx context.Context, _ *river.Job[ReclaimArgs]) error {
-	rep, err := w.svc.ReclaimStuck(ctx)
-	if err != nil {
-		return err
+// unclaimed is what the work of a vehicle returns for err, met before any claim: a shutdown's
+// cut gives the vehicle back for another process, anything else is River's to retry.
+func (w *Worker) unclaimed(ctx context.Context, err error) error {
+	if cutByShutdown(ctx) {
+		return river.JobSnooze(0)
 	}
-	if rep.Requeued+rep.Failed+rep.Revehicled+rep.Stranded > 0 {
-		w.svc.log.Info("reclaimed stuck jobs", "requeued", rep.Requeued, "failed", rep.Failed, "revehicled", rep.Revehicled,
-			"stranded", rep.Stranded)
-	}
-	return nil
-}
-
-// PruneArgs is the periodic change-feed prune job.
-type PruneArgs struct{}
-
-// Kind is the River job kind.
-func (PruneArgs) Kind() string { return "asterion.prune_events" }
-
-type pruneWorker struct {
-	river.WorkerDefaults[PruneArgs]
-	svc  *Service
-	keep time.Duration
-}
-
-func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	return pruneEvents(ctx, w.svc.db, w.keep)
-}
-
-// PollArgs is the periodic deferred-operation poller job.
-type PollArgs struct{}
-
-// Kind is the River job kind.
-func (PollArgs) Kind() string { return "asterion.poll_operations" }
-
-type pollWorker struct {
-	river.WorkerDefaults[PollArgs]
-	svc *Service
-}
-
-func (w *pollWorker) Work(ctx context.Context, _ *river.Job[PollArgs]) error {
-	// A job whose wait for the provider or a budget is over becomes work for fair share to
-	// choose again (fairshare.Share.ClearEndedWaits); a failure only delays that to the next
-	// poll.
-	if _, err := w.svc.share.ClearEndedWaits(ctx); err != nil && ctx.Err() == nil {
-		w.svc.log.Warn("clearing ended waits failed", "err", err)
-	}
-	_, err := w.svc.PollDue(ctx)
 	return err
+}
+
+// dropped is what a worker returns for a vehicle whose job's result it dropped. A job queued
+// again on this very vehicle lost its claim to a database crash (the claim's commit did not
+// wait for the disk): snoozing the vehicle runs it again; anything else ends the vehicle.
+func (w *Worker) dropped(ctx context.Context, job db.Job, vehicle int64) error {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var state string
+	err := w.svc.db.NewSelect().Model((*db.Job)(nil)).Column("state").
+		Where("id = ? AND river_job_id = ?", job.ID, vehicle).Scan(qctx, &state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		// The database cannot say: River retries the vehicle, whose claim then decides.
+		return fmt.Errorf("look at job %s after its result was dropped: %w", job.ID, err)
+	case State(state) == StateQueued:
+		w.svc.log.Warn("lost claim: the job is queued again on the vehicle its worker holds (a database crash undid the claim); running it again",
+			"job_id", job.ID, "river_job_id", vehicle, "attempt", job.Attempt)
+		return river.JobSnooze(0)
+	}
+	return river.JobCancel(errClaimLost)
+}
+
+// RiverPriority maps a job priority 0..100 (lower runs first) onto River's four levels by the
+// bands of job priorities (docs/architecture.md): 0–10 → 1, 11–40 → 2, 41–59 → 3, 60–100 → 4. Within a band River runs
+// the oldest first.
+func RiverPriority(p int) int {
+	switch {
+	case p <= 10:
+		return 1
+	case p <= 40:
+		return 2
+	case p <= 59:
+		return 3
+	}
+	return 4
 }

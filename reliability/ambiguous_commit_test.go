@@ -72,7 +72,7 @@ func TestAmbiguousCommitMakesNoDuplicate(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitUntil(t, 3*time.Minute, "every job to end", func() (bool, string) {
+	dbtest.WaitForDetail(t, 3*time.Minute, "every job to end", func() (bool, string) {
 		open, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
 		if err != nil {
 			return false, err.Error()

@@ -82,6 +82,7 @@ func TestCrashedWorkersLoseNothing(t *testing.T) {
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
+				// Load pacing: each submit waits for its slot of the open loop.
 				time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 				r := client.submit(ctx, fmt.Sprintf("crash run prompt %d", i), map[string]any{"max_attempts": 10})
 				if r.Err != nil {
@@ -113,6 +114,7 @@ func TestCrashedWorkersLoseNothing(t *testing.T) {
 		procsMu.Unlock()
 		victim.kill()
 		kills++
+		// The fault's schedule: the slot stays empty this long.
 		time.Sleep(time.Duration(rng.Int64N(int64(500 * time.Millisecond))))
 		startSlot(i)
 	}
@@ -140,7 +142,7 @@ func TestCrashedWorkersLoseNothing(t *testing.T) {
 
 	// Drain: the live workers and the leader's reclaim finish what the crashes left.
 	drain := pickDuration(t, "ASTERION_RELIABILITY_CRASH_DRAIN", 3*time.Minute, 5*time.Minute)
-	waitUntil(t, drain, "every job to reach a terminal state after the last kill", func() (bool, string) {
+	dbtest.WaitForDetail(t, drain, "every job to reach a terminal state after the last kill", func() (bool, string) {
 		open, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
 		if err != nil {
 			return false, err.Error()

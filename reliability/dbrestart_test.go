@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"asterion/db"
+	"asterion/db/dbtest"
 )
 
 // submitLog counts the answers of a continuous submitter.
@@ -57,7 +58,7 @@ var workerIDRE = regexp.MustCompile(`"worker_id":"(w-[0-9a-f]+)"`)
 func workerID(t *testing.T, p *proc) string {
 	t.Helper()
 	var id string
-	waitUntil(t, 30*time.Second, p.name+" to log its worker id", func() (bool, string) {
+	dbtest.WaitForDetail(t, 30*time.Second, p.name+" to log its worker id", func() (bool, string) {
 		if m := workerIDRE.FindStringSubmatch(p.logText()); m != nil {
 			id = m[1]
 			return true, ""
@@ -141,13 +142,16 @@ func TestDatabaseRestart(t *testing.T) {
 					return
 				}
 				submits.record(r)
+				// Load pacing, not a wait for anything.
 				time.Sleep(100 * time.Millisecond)
 			}
 		}()
 	}
 
+	// The phases and the downtime are the fault's schedule (traffic runs through each); what
+	// is checked afterwards waits on the jobs' states and the SSE client's events.
 	time.Sleep(phase)
-	waitUntil(t, 30*time.Second, "the SSE client to receive a first event", func() (bool, string) {
+	dbtest.WaitForDetail(t, 30*time.Second, "the SSE client to receive a first event", func() (bool, string) {
 		_, last, _, _ := sse.snapshot()
 		return last > 0, "no event yet"
 	})
@@ -171,7 +175,7 @@ func TestDatabaseRestart(t *testing.T) {
 
 	// New submits get 202 once the server has reconnected by itself.
 	var first submitResult
-	waitUntil(t, 30*time.Second, "a submit to be accepted after the last restart", func() (bool, string) {
+	dbtest.WaitForDetail(t, 30*time.Second, "a submit to be accepted after the last restart", func() (bool, string) {
 		first = client.submit(ctx, "restart run after the last start #sim:latency=10ms", map[string]any{"max_attempts": 5})
 		if first.Err != nil {
 			return false, first.Err.Error()
@@ -194,7 +198,7 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 
 	accepted, byStatus, examples := submits.snapshot()
-	waitUntil(t, 2*time.Minute, "every accepted job to reach a terminal state", func() (bool, string) {
+	dbtest.WaitForDetail(t, 2*time.Minute, "every accepted job to reach a terminal state", func() (bool, string) {
 		open, err := queryInt(ctx, check, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
 		if err != nil {
 			return false, err.Error()
@@ -282,7 +286,7 @@ func checkSSE(t *testing.T, bunDB *bun.DB, sse *sseClient, m member) {
 		State string
 	}
 	var table []row
-	waitUntil(t, 30*time.Second, "the SSE client to receive the whole change feed", func() (bool, string) {
+	dbtest.WaitForDetail(t, 30*time.Second, "the SSE client to receive the whole change feed", func() (bool, string) {
 		pending, err := queryInt(ctx, bunDB, "SELECT count(*) FROM sa_event WHERE topic = 'job' AND user_id = ? AND seq IS NULL", m.UserID)
 		if err != nil {
 			return false, err.Error()

@@ -80,7 +80,7 @@ func TestRollingDeploy(t *testing.T) {
 		for i := range slots {
 			victim := slots[i]
 			id := workerID(t, victim.proc)
-			waitUntil(t, 60*time.Second, victim.name+" to run calls", func() (bool, string) {
+			dbtest.WaitForDetail(t, 60*time.Second, victim.name+" to run calls", func() (bool, string) {
 				k, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state = 'running' AND worker_claim LIKE ?", id+"/%")
 				if err != nil {
 					return false, err.Error()
@@ -95,7 +95,7 @@ func TestRollingDeploy(t *testing.T) {
 			start(i, round+1)
 		}
 		id := workerID(t, worker)
-		waitUntil(t, 60*time.Second, worker.name+" to run calls", func() (bool, string) {
+		dbtest.WaitForDetail(t, 60*time.Second, worker.name+" to run calls", func() (bool, string) {
 			k, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state = 'running' AND worker_claim LIKE ?", id+"/%")
 			if err != nil {
 				return false, err.Error()
@@ -112,7 +112,7 @@ func TestRollingDeploy(t *testing.T) {
 		all = append(all, worker)
 		mu.Unlock()
 	}
-	waitUntil(t, 3*time.Minute, "every prompt to end", func() (bool, string) {
+	dbtest.WaitForDetail(t, 3*time.Minute, "every prompt to end", func() (bool, string) {
 		open, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
 		if err != nil {
 			return false, err.Error()

@@ -170,7 +170,7 @@ func TestGovernorLearnsTheAccountsLimit(t *testing.T) {
 	m := newMember(t, d.Bun)
 	srvs := twoServers(t, d.URL.String(), acct, nil)
 	accepted := submitAll(t, srvs, m.Token, n)
-	waitUntil(t, time.Duration(n)*2*time.Second+2*time.Minute, "every governed prompt to succeed", func() (bool, string) {
+	dbtest.WaitForDetail(t, time.Duration(n)*2*time.Second+2*time.Minute, "every governed prompt to succeed", func() (bool, string) {
 		k := mustInt(t, d.Bun, "SELECT count(*) FROM sa_job WHERE state = 'succeeded'")
 		return k == len(accepted), fmt.Sprintf("%d of %d succeeded", k, len(accepted))
 	})
@@ -205,7 +205,7 @@ func TestConfiguredRPMBoundsEveryWindow(t *testing.T) {
 	m := newMember(t, d.Bun)
 	srvs := twoServers(t, d.URL.String(), acct, map[string]string{"ASTERION_PROVIDER_RPM": "120"})
 	accepted := submitAll(t, srvs, m.Token, n)
-	waitUntil(t, time.Duration(n)*time.Second+time.Minute, "every paced prompt to succeed", func() (bool, string) {
+	dbtest.WaitForDetail(t, time.Duration(n)*time.Second+time.Minute, "every paced prompt to succeed", func() (bool, string) {
 		k := mustInt(t, d.Bun, "SELECT count(*) FROM sa_job WHERE state = 'succeeded'")
 		return k == len(accepted), fmt.Sprintf("%d of %d succeeded", k, len(accepted))
 	})

@@ -1,9 +1,10 @@
 package reliability
 
 // Shared machinery of the fault-injection suite: the suite's size (short or long), the asterion
-// binary built once by TestMain, subprocesses (serve, run-worker) that can be killed, a member
-// with an API token, an HTTP client for the prompt API, and SQL helpers. This file owns the
-// package's TestMain; add no other.
+// binary (built once, by internal/testbin), subprocesses (serve, run-worker) that can be
+// killed, a member with an API token, an HTTP client for the prompt API, and SQL helpers (the
+// guarantees' checks are in invariants_test.go). This file owns the package's TestMain; add
+// no other.
 
 import (
 	"bufio"
@@ -22,14 +23,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/uptrace/bun"
 
+	"asterion/db/dbtest"
 	"asterion/identity"
+	"asterion/internal/testbin"
 )
 
 // Environment variables that size and gate the suite.
@@ -40,9 +42,6 @@ const (
 	// envRaceBinary, when "1", builds the asterion binary under test with -race as well.
 	envRaceBinary = "ASTERION_RELIABILITY_RACE_BINARY"
 )
-
-// binPath is the asterion binary built once by TestMain.
-var binPath string
 
 // suiteMode is the value of ASTERION_RELIABILITY, normalised to "", "short" or "long".
 var suiteMode string
@@ -62,28 +61,30 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "%s=%q: want short or long\n", envMode, v)
 		return 2
 	}
-	if suiteMode == "" {
-		// Gated: every test skips with the reason (see requireSuite); nothing is built.
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "asterion-reliability-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "make temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "asterion")
-	args := []string{"build", "-o", binPath}
-	if os.Getenv(envRaceBinary) == "1" {
-		args = append(args, "-race")
-	}
-	build := exec.Command(goTool(), append(args, "asterion/cmd/asterion")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build asterion:", err)
-		return 1
+	defer testbin.Cleanup()
+	if suiteMode != "" {
+		// Built before any test starts, so that no test's time budget pays for the build.
+		if _, err := testbin.Build(binFlags()...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	return m.Run()
+}
+
+// binFlags are the go build flags of the binary under test: -race when
+// ASTERION_RELIABILITY_RACE_BINARY=1.
+func binFlags() []string {
+	if os.Getenv(envRaceBinary) == "1" {
+		return []string{"-race"}
+	}
+	return nil
+}
+
+// asterionBin is the asterion binary under test (built by TestMain).
+func asterionBin(t testing.TB) string {
+	t.Helper()
+	return testbin.Asterion(t, binFlags()...)
 }
 
 // requireSuite skips t unless ASTERION_RELIABILITY selects a size. The suite starts real
@@ -140,14 +141,6 @@ func pickDuration(t *testing.T, key string, short, lng time.Duration) time.Durat
 	})
 }
 
-// goTool finds the go command that runs these tests.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go"
-}
-
 // randomHex returns 2n random hex digits.
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -200,7 +193,7 @@ func startProc(t *testing.T, name string, env map[string]string, args ...string)
 	if err != nil {
 		t.Fatalf("create log of %s: %v", name, err)
 	}
-	cmd := exec.Command(binPath, args...)
+	cmd := exec.Command(asterionBin(t), args...)
 	cmd.Env = baseEnv()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -321,24 +314,19 @@ func startServe(t *testing.T, name, databaseURL string, env map[string]string, a
 	s := &server{proc: p, base: "http://" + addr}
 	client := &http.Client{Timeout: 3 * time.Second}
 	defer client.CloseIdleConnections()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	dbtest.WaitForDetail(t, 60*time.Second, name+"'s /readyz to answer 200", func() (bool, string) {
 		if p.exited() {
 			t.Fatalf("%s ended before it was ready (%v); log:\n%s", name, p.waitErr, tailFile(p.logPath, 40))
 		}
 		resp, err := client.Get(s.base + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
+		if err != nil {
+			return false, fmt.Sprintf("last error %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: /readyz not 200 within 60 s (last error %v)", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("last status %d", resp.StatusCode)
+	})
+	return s
 }
 
 // startWorker starts `asterion run-worker` against databaseURL with env on top of the defaults.
@@ -453,25 +441,6 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// waitUntil polls cond every 200 ms until it reports true, and fails t after timeout with what
-// and the last note cond gave.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var note string
-	for {
-		var ok bool
-		ok, note = cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (%s)", timeout, what, note)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // queryInt runs a query returning one integer.
 func queryInt(ctx context.Context, db bun.IDB, query string, args ...any) (int, error) {
 	var n int
@@ -489,115 +458,6 @@ func mustInt(t *testing.T, db bun.IDB, query string, args ...any) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// terminalStates is the SQL list of the terminal job states.
-const terminalStates = "('succeeded','failed','cancelled','superseded')"
-
-// acceptedSet collects the handles of 202 answers from several goroutines.
-type acceptedSet struct {
-	mu    sync.Mutex
-	items []submitResult
-}
-
-func (s *acceptedSet) add(r submitResult) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.items = append(s.items, r)
-}
-
-func (s *acceptedSet) all() []submitResult {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]submitResult(nil), s.items...)
-}
-
-// checkAcceptedJobs proves that no accepted prompt was lost: every (prompt_id, job_id) of a 202
-// exists, the job belongs to that prompt, and it is the prompt's only job.
-func checkAcceptedJobs(t *testing.T, db *bun.DB, accepted []submitResult) {
-	t.Helper()
-	ctx := context.Background()
-	missing, wrong := 0, 0
-	var examples []string
-	for _, a := range accepted {
-		var promptID string
-		err := db.QueryRowContext(ctx, "SELECT prompt_id::text FROM sa_job WHERE id = ?", a.JobID).Scan(&promptID)
-		switch {
-		case err != nil:
-			missing++
-			if len(examples) < 5 {
-				examples = append(examples, fmt.Sprintf("job %s of prompt %s: %v", a.JobID, a.PromptID, err))
-			}
-		case promptID != a.PromptID:
-			wrong++
-			if len(examples) < 5 {
-				examples = append(examples, fmt.Sprintf("job %s belongs to prompt %s, the 202 said %s", a.JobID, promptID, a.PromptID))
-			}
-		}
-	}
-	if missing+wrong > 0 {
-		t.Errorf("%d accepted jobs are missing and %d belong to another prompt: %s", missing, wrong, strings.Join(examples, "; "))
-	}
-	if n := mustInt(t, db, "SELECT count(*) FROM (SELECT prompt_id FROM sa_job GROUP BY prompt_id HAVING count(*) <> 1) x"); n != 0 {
-		t.Errorf("%d prompts have other than exactly one job (nothing here retries by supersede)", n)
-	}
-}
-
-// checkExactlyOnce proves the at-most-once and exactly-one-outcome rules over every job of the
-// database: each job is terminal; a succeeded job has exactly one response entity whose
-// parent is the prompt, one flows-to edge, one ledger row and one job.succeeded audit row, and
-// response_id points at that response; a job that did not succeed has none of them; and the
-// change feed shows each job entering a terminal state exactly once.
-func checkExactlyOnce(t *testing.T, db *bun.DB) {
-	t.Helper()
-	type check struct {
-		what  string
-		query string
-	}
-	checks := []check{
-		{"jobs not in a terminal state", "SELECT count(*) FROM sa_job WHERE state NOT IN " + terminalStates},
-		{"succeeded jobs without exactly one response entity (parent_id = prompt)", `
-SELECT count(*) FROM sa_job j
- WHERE j.state = 'succeeded'
-   AND (SELECT count(*) FROM sa_entity e WHERE e.kind = 'response' AND e.parent_id = j.prompt_id) <> 1`},
-		{"succeeded jobs whose response_id is not their prompt's response", `
-SELECT count(*) FROM sa_job j
- WHERE j.state = 'succeeded'
-   AND NOT EXISTS (SELECT 1 FROM sa_entity e WHERE e.id = j.response_id AND e.kind = 'response' AND e.parent_id = j.prompt_id)`},
-		{"jobs that did not succeed but have a response entity", `
-SELECT count(*) FROM sa_job j
- WHERE j.state <> 'succeeded'
-   AND EXISTS (SELECT 1 FROM sa_entity e WHERE e.kind = 'response' AND e.parent_id = j.prompt_id)`},
-		{"jobs with more than one ledger row", "SELECT count(*) FROM (SELECT job_id FROM sa_ledger GROUP BY job_id HAVING count(*) > 1) x"},
-		{"succeeded jobs without exactly one ledger row", `
-SELECT count(*) FROM sa_job j WHERE j.state = 'succeeded' AND (SELECT count(*) FROM sa_ledger l WHERE l.job_id = j.id) <> 1`},
-		{"jobs that did not succeed but have a ledger row", `
-SELECT count(*) FROM sa_job j WHERE j.state <> 'succeeded' AND EXISTS (SELECT 1 FROM sa_ledger l WHERE l.job_id = j.id)`},
-		{"jobs with more than one job.succeeded audit row", `
-SELECT count(*) FROM (SELECT subject_id FROM sa_audit WHERE action = 'job.succeeded' GROUP BY subject_id HAVING count(*) > 1) x`},
-		{"succeeded jobs without a job.succeeded audit row", `
-SELECT count(*) FROM sa_job j
-  LEFT JOIN (SELECT DISTINCT subject_id FROM sa_audit WHERE action = 'job.succeeded') a ON a.subject_id = j.id::text
- WHERE j.state = 'succeeded' AND a.subject_id IS NULL`},
-		{"succeeded jobs without exactly one flows-to edge from their prompt", `
-SELECT count(*) FROM sa_job j WHERE j.state = 'succeeded'
-   AND (SELECT count(*) FROM sa_edge g WHERE g.kind = 'flows-to' AND g.from_id = j.prompt_id) <> 1`},
-		{"jobs whose change feed shows other than one entry into a terminal state", `
-SELECT count(*) FROM sa_job j
-  LEFT JOIN (SELECT job_id, count(*) FILTER (WHERE payload->>'state' IN ('succeeded','failed','cancelled')) AS n
-               FROM sa_event WHERE topic = 'job' GROUP BY job_id) e ON e.job_id = j.id
- WHERE coalesce(e.n, 0) <> 1`},
-		{"jobs whose last change-feed state is not their state", `
-SELECT count(*) FROM sa_job j
-  LEFT JOIN (SELECT DISTINCT ON (job_id) job_id, payload->>'state' AS state
-               FROM sa_event WHERE topic = 'job' ORDER BY job_id, id DESC) e ON e.job_id = j.id
- WHERE e.state IS DISTINCT FROM j.state`},
-	}
-	for _, c := range checks {
-		if n := mustInt(t, db, c.query); n != 0 {
-			t.Errorf("%d %s", n, c.what)
-		}
-	}
 }
 
 // stateCounts returns how many jobs are in each state, for logs and failure messages.

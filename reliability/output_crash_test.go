@@ -32,14 +32,14 @@ func TestKilledWorkerMidStreamStartsANewOutput(t *testing.T) {
 	if r.Status != 202 {
 		t.Fatalf("submit: %d %v", r.Status, r.Err)
 	}
-	waitUntil(t, 30*time.Second, "the first attempt's output to flow", func() (bool, string) {
+	dbtest.WaitForDetail(t, 30*time.Second, "the first attempt's output to flow", func() (bool, string) {
 		n := mustInt(t, d.Bun, "SELECT count(*) FROM sa_job_output WHERE job_id = ? AND attempt = 1", r.JobID)
 		return n >= 3, fmt.Sprintf("%d chunks", n)
 	})
 	first.kill()
 	kept := mustInt(t, d.Bun, "SELECT count(*) FROM sa_job_output WHERE job_id = ? AND attempt = 1", r.JobID)
 	second := startWorker(t, "worker-second", dbURL, env)
-	waitUntil(t, 90*time.Second, "the reclaimed job to succeed", func() (bool, string) {
+	dbtest.WaitForDetail(t, 90*time.Second, "the reclaimed job to succeed", func() (bool, string) {
 		var state string
 		var attempt int
 		if err := d.Bun.QueryRowContext(context.Background(), "SELECT state, attempt FROM sa_job WHERE id = ?", r.JobID).

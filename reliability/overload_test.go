@@ -106,7 +106,7 @@ func TestOverload(t *testing.T) {
 			t.Fatalf("warm-up submit: %v", r.Err)
 		}
 	}
-	waitUntil(t, 30*time.Second, "the warm-up to drain", func() (bool, string) {
+	dbtest.WaitForDetail(t, 30*time.Second, "the warm-up to drain", func() (bool, string) {
 		open, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
 		return err == nil && open == 0, fmt.Sprintf("%d open (%v)", open, err)
 	})
@@ -131,6 +131,7 @@ func TestOverload(t *testing.T) {
 	start := time.Now()
 	for i := range warm + n {
 		at := start.Add(time.Duration(i) * interval)
+		// Load pacing: each submit waits for its slot of the open loop.
 		time.Sleep(time.Until(at))
 		wg.Add(1)
 		go func() {
@@ -151,7 +152,7 @@ func TestOverload(t *testing.T) {
 	// The backlog drains at the workers' pace.
 	drainDeadline := max(time.Minute, 3*time.Duration(backlog/drainRate)*time.Second)
 	drainStart := time.Now()
-	waitUntil(t, drainDeadline, "the backlog to drain", func() (bool, string) {
+	dbtest.WaitForDetail(t, drainDeadline, "the backlog to drain", func() (bool, string) {
 		open, err := queryInt(ctx, d.Bun, "SELECT count(*) FROM sa_job WHERE state NOT IN "+terminalStates)
 		return err == nil && open == 0, fmt.Sprintf("%d of %d still open (%v)", open, backlog, err)
 	})

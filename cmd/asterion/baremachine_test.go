@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"asterion/internal/testbin"
 )
 
 // The bare-machine tests (make test-bare-machine) run where PostgreSQL's programs are
@@ -62,7 +64,7 @@ func makeRunScenario(t *testing.T, r runner) {
 		start = func() *exec.Cmd { return exec.Command(makePath, "--no-print-directory", "-C", clone, "run") }
 	} else {
 		bin := filepath.Join(clone, "bin", "asterion")
-		copyExecutable(t, binPath, bin)
+		copyExecutable(t, asterionBin(t), bin)
 		chownTree(t, clone, r)
 		start = func() *exec.Cmd { return exec.Command(bin, "serve", "--local-database") }
 	}
@@ -145,7 +147,7 @@ func TestBareMachineTestHarness(t *testing.T) {
 func harnessScenario(t *testing.T, r runner) {
 	private := privateDir(t, r)
 	finder := filepath.Join(private, "testserver")
-	build := exec.Command(goTool(), "build", "-o", finder, "../../db/dbtest/testserver")
+	build := exec.Command(testbin.GoTool(), "build", "-o", finder, "../../db/dbtest/testserver")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the test server finder: %v\n%s", err, out)
 	}
@@ -244,7 +246,7 @@ func harnessScenario(t *testing.T, r runner) {
 
 	addr := freeAddr(t)
 	serve := func() *proc {
-		cmd := exec.Command(binPath, "serve", "--addr", addr)
+		cmd := exec.Command(asterionBin(t), "serve", "--addr", addr)
 		cmd.Env = cleanEnv("DATABASE_URL="+dbURL, "ASTERION_ADMIN_PASSWORD=bare-machine-password", "ASTERION_LOG_LEVEL=warn", "ASTERION_SIM_LATENCY=0-0")
 		cmd.Dir = private
 		rootRunner.apply(cmd)
@@ -271,7 +273,7 @@ func harnessScenario(t *testing.T, r runner) {
 // goEnv is NAME=value for each of the go command's settings names, as this process sees them.
 func goEnv(t *testing.T, names ...string) []string {
 	t.Helper()
-	out, err := exec.Command(goTool(), append([]string{"env"}, names...)...).Output()
+	out, err := exec.Command(testbin.GoTool(), append([]string{"env"}, names...)...).Output()
 	if err != nil {
 		t.Fatalf("go env: %v", err)
 	}

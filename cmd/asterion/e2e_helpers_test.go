@@ -1,7 +1,7 @@
 package main
 
 // Helpers for end-to-end tests: the real program (run) serving on a free port against a test
-// database, and the built binary for subprocess tests. This file owns the package's TestMain;
+// database, and the built binary (internal/testbin) for subprocess tests. This file owns the package's TestMain;
 // add no other.
 
 import (
@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,38 +23,19 @@ import (
 
 	"asterion/db/dbtest"
 	"asterion/identity"
+	"asterion/internal/testbin"
 )
 
-// binPath is the asterion binary built once by TestMain for subprocess tests.
-var binPath string
-
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }
 
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "asterion-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "make temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "asterion")
-	build := exec.Command(goTool(), "build", "-o", binPath, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build asterion:", err)
-		return 1
-	}
-	return m.Run()
-}
-
-// goTool finds the go command that runs these tests.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go"
+// asterionBin is the built asterion binary for subprocess tests, built on first use.
+func asterionBin(t testing.TB) string {
+	t.Helper()
+	return testbin.Asterion(t)
 }
 
 // syncBuffer is an io.Writer safe for the server's goroutines and the test to share.
@@ -133,26 +113,22 @@ func startServer(t *testing.T, extraEnv map[string]string) *testServer {
 	})
 
 	client := &http.Client{Timeout: 5 * time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	defer client.CloseIdleConnections()
+	dbtest.WaitForDetail(t, 60*time.Second, "/readyz to answer 200", func() (bool, string) {
 		select {
 		case err := <-done:
+			done <- nil // the run has ended: the cleanup must not wait for it, nor report it again
 			t.Fatalf("serve ended before it was ready: %v; logs:\n%s", err, s.Logs)
 		default:
 		}
 		resp, err := client.Get(s.BaseURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				client.CloseIdleConnections()
-				return s
-			}
+		if err != nil {
+			return false, fmt.Sprintf("last: %v; logs:\n%s", err, s.Logs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not 200 within 60 s (last: %v); logs:\n%s", err, s.Logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("last: %d; logs:\n%s", resp.StatusCode, s.Logs)
+	})
+	return s
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
@@ -282,7 +258,6 @@ func httpGet(t *testing.T, u string) (*http.Response, string) {
 type binResult struct {
 	stdout, stderr string
 	code           int
-	elapsed        time.Duration
 }
 
 // runBinary runs the built asterion with args, the given environment on top of this process's
@@ -291,7 +266,7 @@ func runBinary(t *testing.T, env map[string]string, stdin string, args ...string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd := exec.CommandContext(ctx, asterionBin(t), args...)
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "ASTERION_") {
 			continue
@@ -304,9 +279,8 @@ func runBinary(t *testing.T, env map[string]string, stdin string, args ...string
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
 	err := cmd.Run()
-	r := binResult{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
+	r := binResult{stdout: stdout.String(), stderr: stderr.String()}
 	if ctx.Err() != nil {
 		t.Fatalf("asterion %s did not finish within 90 s; stderr:\n%s", strings.Join(args, " "), r.stderr)
 	}

@@ -10,10 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"asterion/handlers/openai"
+	"asterion/handlers"
 	"asterion/jobs"
-	"asterion/jobs/batch"
-	"asterion/jobs/chain"
 	"asterion/jobs/deferred"
 	"asterion/jobs/delivery"
 	"asterion/jobs/governor"
@@ -149,22 +147,23 @@ func (st jobsSettings) governorConfig(cn *conn) governor.Config {
 	return governor.Config{DB: cn.bun, RPM: st.rpm, TPM: st.tpm, MaxPause: st.maxPause}
 }
 
-// newJobsService builds the execution core with the configured provider.
-func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jobs.Service, error) {
+// newJobsService builds the execution core with the configured provider, and the operation
+// owners over it (serve passes them to the front door).
+func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jobs.Service, handlers.Owners, error) {
 	prov, err := provider.FromEnv(c.getenv)
 	if err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
 	policy := deferred.DefaultPolicy()
 	policy.MaxTTL = st.maxTTL
 	policy.DefaultTTL = st.maxTTL
 	meter, err := jobusage.New(jobusage.Config{DB: cn.bun, Prices: st.prices})
 	if err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
 	gov, err := governor.New(st.governorConfig(cn))
 	if err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
 	svc, err := jobs.NewService(jobs.Config{DB: cn.bun, Provider: prov, Logger: cn.log, Policy: policy,
 		HeartbeatInterval: st.heartbeat, StaleAfter: st.staleAfter, StuckAfter: st.stuckAfter,
@@ -172,31 +171,28 @@ func (c *cli) newJobsService(cn *conn, st jobsSettings, out *output.Writer) (*jo
 		Models: st.models, OrgMaxQueued: st.maxQueued, OrgMaxRunning: st.maxRunning, SubmitRate: st.submitRate,
 		Tracer: st.tracer})
 	if err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
 	// Every process that settles operations resumes chains, accepts the deliveries of
 	// completed prompts, and answers for both kinds to the poller; worker pools built from svc
-	// send the deliveries.
-	if _, err := chain.New(chain.Config{Jobs: svc}); err != nil {
-		return nil, err
-	}
-	// The batches of the front door: their owner answers the poller, and their worker runs on
-	// the worker pools built from svc.
-	if _, err := batch.New(batch.Config{Jobs: svc, Endpoints: openai.BatchEndpoints()}); err != nil {
-		return nil, err
+	// send the deliveries. The batches of the front door: their owner answers the poller, and
+	// their worker runs on the worker pools built from svc.
+	owners, err := handlers.NewOwners(svc)
+	if err != nil {
+		return nil, handlers.Owners{}, err
 	}
 	keys, err := c.secretKeys()
 	if err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
 	allowPrivate, err := c.webhookAllowPrivate()
 	if err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
 	if _, err := delivery.New(delivery.Config{Jobs: svc, SecretKey: keys, AllowPrivate: allowPrivate}); err != nil {
-		return nil, err
+		return nil, handlers.Owners{}, err
 	}
-	return svc, nil
+	return svc, owners, nil
 }
 
 // newRuntime builds a worker pool.

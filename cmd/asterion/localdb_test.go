@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"asterion/db/dbtest"
 )
 
 // TestMakeRunStartsAPrivateDatabase runs `make run` with no DATABASE_URL while nothing answers
@@ -107,20 +110,14 @@ func TestMakeRunStartsAPrivateDatabase(t *testing.T) {
 // waitReady polls base/readyz until it answers 200.
 func waitReady(t *testing.T, base string, within time.Duration, logs *syncBuffer) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	dbtest.WaitForDetail(t, within, base+"/readyz to answer 200", func() (bool, string) {
 		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false, fmt.Sprintf("last: %v; stderr:\n%s", err, logs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/readyz not ready within %v (last: %v); stderr:\n%s", base, within, err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("last: %d; stderr:\n%s", resp.StatusCode, logs)
+	})
 }
 
 // processesMentioning lists the command lines of live processes that name s.

@@ -14,6 +14,7 @@ import (
 	"asterion/db"
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/maintenance"
 	"asterion/jobs/readmodel"
 )
 
@@ -33,7 +34,7 @@ func (c *cli) opsEnv(ctx context.Context, cm *common) (*conn, *jobs.Service, err
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := c.newJobsService(cn, st, nil)
+	svc, _, err := c.newJobsService(cn, st, nil)
 	if err != nil {
 		cn.close()
 		return nil, nil, err
@@ -298,7 +299,7 @@ func (c *cli) archiveOldJobs(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cn.close()
-	n, err := svc.ArchiveOldJobs(ctx, cutoff, *batch)
+	n, err := maintenance.ArchiveOldJobs(ctx, svc.DB(), cutoff, *batch)
 	if err != nil {
 		return err
 	}

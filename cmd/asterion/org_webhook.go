@@ -98,8 +98,7 @@ func (c *cli) orgSetWebhook(ctx context.Context, args []string) error {
 		}
 		stored = &sealed
 	}
-	if _, err := cn.bun.ExecContext(ctx, "UPDATE orgs SET webhook_url = ?, webhook_secret = ? WHERE id = ?",
-		hookURL, stored, orgID); err != nil {
+	if _, err := cn.bun.ExecContext(ctx, setOrgWebhookSQL, hookURL, stored, orgID); err != nil {
 		return fmt.Errorf("set the webhook of org %s: %w", names[0], err)
 	}
 	if cm.json {

@@ -29,7 +29,7 @@ func runBinaryIn(t *testing.T, dir string, env map[string]string, stdin string, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd := exec.CommandContext(ctx, asterionBin(t), args...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "ASTERION_") {
@@ -228,7 +228,7 @@ func TestWebhookDeliveredSignedByWorkerSharingTheKeyFile(t *testing.T) {
 		t.Fatalf("set-webhook: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 
-	cmd := exec.Command(binPath, "run-worker")
+	cmd := exec.Command(asterionBin(t), "run-worker")
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "ASTERION_") {

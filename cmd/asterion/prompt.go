@@ -12,6 +12,7 @@ import (
 
 	"asterion/identity"
 	"asterion/jobs"
+	"asterion/jobs/eta"
 )
 
 // promptRun runs `asterion prompt run [--user NAME] TEXT`: the synchronous path, printing the
@@ -98,11 +99,11 @@ func (c *cli) promptSubmit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var eta jobs.ETA
+	var est eta.ETA
 	known := out.ETA != nil
 	if known {
-		eta = *out.ETA
-	} else if eta, known, err = svc.ETAs().Job(ctx, out.JobID); err != nil {
+		est = *out.ETA
+	} else if est, known, err = svc.ETAs().Job(ctx, out.JobID); err != nil {
 		return err
 	}
 	if cm.json {
@@ -112,7 +113,7 @@ func (c *cli) promptSubmit(ctx context.Context, args []string) error {
 			doc["scheduled_for"] = scheduled.UTC().Format(time.RFC3339Nano)
 		}
 		if known {
-			doc["eta_seconds"] = eta.Seconds
+			doc["eta_seconds"] = est.Seconds
 		}
 		return writeJSON(c, doc)
 	}
@@ -123,7 +124,7 @@ func (c *cli) promptSubmit(ctx context.Context, args []string) error {
 		rows = append(rows, [2]string{"scheduled for", scheduled.UTC().Format(time.RFC3339)})
 	}
 	if known {
-		rows = append(rows, [2]string{"starts in about", fmt.Sprintf("%d s", eta.Seconds)})
+		rows = append(rows, [2]string{"starts in about", fmt.Sprintf("%d s", est.Seconds)})
 	}
 	for _, kv := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
@@ -177,7 +178,7 @@ func (c *cli) promptService(ctx context.Context, cm *common, user string) (svc *
 		cn.close()
 		return nil, v, nil, err
 	}
-	if svc, err = c.newJobsService(cn, st, nil); err != nil {
+	if svc, _, err = c.newJobsService(cn, st, nil); err != nil {
 		cn.close()
 		return nil, v, nil, err
 	}

@@ -118,7 +118,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer outHub.Start(context.WithoutCancel(ctx))()
-	svc, err := c.newJobsService(cn, st, out)
+	svc, owners, err := c.newJobsService(cn, st, out)
 	if err != nil {
 		return err
 	}
@@ -163,6 +163,8 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	srv := handlers.New(handlers.Deps{
 		Identity: ids,
 		Jobs:     svc,
+		Chains:   owners.Chains,
+		Batches:  owners.Batches,
 		Flow:     flow,
 		Hub:      hub,
 		Output:   outHub,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"asterion/db/dbtest"
 )
 
 // collector is an OTLP/HTTP trace receiver keeping the spans it is sent, by trace id.
@@ -87,25 +90,18 @@ func TestTraceServeExportsOTLP(t *testing.T) {
 	}
 	want := []string{"POST /sa-core/v1/prompt", "jobs.submit", "river.work/prompt.execute", "provider.complete"}
 	// The batcher exports every 5 s.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := col.trace(traceID)
-		missing := false
+	var got map[string]string
+	dbtest.WaitForDetail(t, 30*time.Second, fmt.Sprintf("the collector to have spans %v of trace %s", want, traceID), func() (bool, string) {
+		got = col.trace(traceID)
 		for _, n := range want {
 			if _, ok := got[n]; !ok {
-				missing = true
+				return false, fmt.Sprintf("has %v; logs:\n%s", got, s.Logs)
 			}
 		}
-		if !missing {
-			if got[want[0]] != callerSpan {
-				t.Errorf("HTTP span's parent %s, want the caller's %s", got[want[0]], callerSpan)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the collector has spans %v of trace %s after 30 s, want %v; logs:\n%s", got, traceID, want, s.Logs)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return true, ""
+	})
+	if got[want[0]] != callerSpan {
+		t.Errorf("HTTP span's parent %s, want the caller's %s", got[want[0]], callerSpan)
 	}
 }
 

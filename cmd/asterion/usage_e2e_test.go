@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"asterion/db/dbtest"
 	"asterion/identity"
 )
 
@@ -50,13 +51,9 @@ func TestServeCountsUsage(t *testing.T) {
 	}
 	sub := call("POST", "/sa-core/v1/prompt", map[string]any{"prompt": "four words of prompt #sim:tokens=6"})
 	jobID := sub["job_id"].(string)
-	deadline := time.Now().Add(20 * time.Second)
-	for call("GET", "/sa-core/v1/jobs/"+jobID, nil)["state"] != "succeeded" {
-		if time.Now().After(deadline) {
-			t.Fatal("the prompt did not succeed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	dbtest.WaitFor(t, 20*time.Second, "the prompt to succeed", func() bool {
+		return call("GET", "/sa-core/v1/jobs/"+jobID, nil)["state"] == "succeeded"
+	})
 	if u := call("GET", "/sa-core/v1/jobs/"+jobID, nil)["usage"].(map[string]any); u["input_tokens"] != 4.0 || u["output_tokens"] != 6.0 {
 		t.Errorf("job usage %v", u)
 	}
@@ -106,13 +103,10 @@ func TestServeLogsEachSettledJobOnce(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&sub)
 	resp.Body.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(s.Logs.String(), `"msg":"job succeeded"`) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no settled line; logs:\n%s", s.Logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	dbtest.WaitForDetail(t, 20*time.Second, "the settled line", func() (bool, string) {
+		logs := s.Logs.String()
+		return strings.Contains(logs, `"msg":"job succeeded"`), "logs:\n" + logs
+	})
 	var settled []map[string]any
 	for _, line := range strings.Split(s.Logs.String(), "\n") {
 		var rec map[string]any

@@ -55,7 +55,7 @@ func (c *cli) runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := c.newJobsService(cn, st, out)
+	svc, _, err := c.newJobsService(cn, st, out)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ type workerProc struct {
 
 func startWorker(t *testing.T, dbURL string, env map[string]string, args ...string) *workerProc {
 	t.Helper()
-	cmd := exec.Command(binPath, append([]string{"run-worker"}, args...)...)
+	cmd := exec.Command(asterionBin(t), append([]string{"run-worker"}, args...)...)
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "ASTERION_") {
 			continue
@@ -159,7 +159,10 @@ func TestKilledWorkerJobFinishesElsewhere(t *testing.T) {
 	dbtest.WaitFor(t, 30*time.Second, "the first worker to claim the job", func() bool {
 		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND state = 'running'", sub.JobID) == 1
 	})
-	time.Sleep(500 * time.Millisecond)
+	// A heartbeat after the claim shows the execution under way: the kill lands mid-call.
+	dbtest.WaitFor(t, 30*time.Second, "the first worker to beat for the job", func() bool {
+		return count(t, d.Bun, "SELECT count(*) FROM sa_job WHERE id = ? AND state = 'running' AND running_heartbeat_at > started_at", sub.JobID) == 1
+	})
 	a.kill()
 	b := startWorker(t, d.URL.String(), env)
 	// The leader's periodic reclaim may act, or an operator runs it once; either is safe.

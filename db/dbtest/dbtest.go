@@ -145,19 +145,21 @@ func migrateURL(ctx context.Context, u db.URL) error {
 	return err
 }
 
-// migrationsHash names the template after the migration files, so a changed migration builds a
-// new template instead of reusing a stale one.
+// migrationsHash names the template after the migration and function files, so a changed
+// migration or function builds a new template instead of reusing a stale one.
 func migrationsHash() string {
 	h := sha256.New()
-	_ = fs.WalkDir(db.MigrationFS(), ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, _ := fs.ReadFile(db.MigrationFS(), path)
-		h.Write([]byte(path))
-		h.Write(b)
-		return nil
-	})
+	for _, fsys := range []fs.FS{db.MigrationFS(), db.FunctionFS()} {
+		_ = fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, _ := fs.ReadFile(fsys, path)
+			h.Write([]byte(path))
+			h.Write(b)
+			return nil
+		})
+	}
 	h.Write([]byte(db.RiverVersionTag))
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

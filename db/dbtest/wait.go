@@ -12,9 +12,23 @@ import (
 // that the packages jobstest cannot be imported by (jobs' own parts) use the same one.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	WaitForDetail(t, timeout, what, func() (bool, string) { return cond(), "" })
+}
+
+// WaitForDetail is WaitFor for a condition that can tell why it does not hold yet (the last
+// error, the counts it saw): the detail of its last call goes into the failure message.
+func WaitForDetail(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, detail string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !cond() {
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
+			if detail != "" {
+				t.Fatalf("timed out after %s waiting for %s (%s)", timeout, what, detail)
+			}
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -13,10 +13,6 @@ import (
 // model that has no attempts yet.
 const defaultOutputEstimate = 256
 
-// meanOutputSQL is the mean output of a model's last 100 attempts (NULL when it has none).
-const meanOutputSQL = `SELECT round(avg(output_tokens)) FROM (
-    SELECT output_tokens FROM sa_attempt WHERE model = $1 ORDER BY finished_at DESC LIMIT 100) AS a`
-
 // meanOutputs remembers each model's mean output for a while: the estimate needs no better
 // freshness than a few seconds, and a submit should not pay a read for it.
 type meanOutputs struct {

@@ -10,9 +10,6 @@ import (
 // quotaRetryAfter is the Retry-After of a full queue quota: a slot frees when a job ends.
 const quotaRetryAfter = 5
 
-// activeJobsSQL sums an org's queued and running jobs from the trigger-kept counters.
-const activeJobsSQL = `SELECT coalesce(sum(n), 0) FROM sa_job_count WHERE org_id = ? AND state IN ('queued', 'running')`
-
 // activeJobs counts org's queued and running jobs in tx.
 func (a *Admission) activeJobs(ctx context.Context, tx bun.Tx, orgID int64) (int64, error) {
 	var n int64

@@ -155,14 +155,6 @@ func (b *Batches) fail(ctx context.Context, tx bun.Tx, bt *Batch, p Problem) err
 // tally is how a batch's lines stand.
 type tally struct{ completed, failed, unfinished int }
 
-// countsSQL counts a batch's lines by how they stand: a line whose job succeeded is completed;
-// a line that became no job, or whose job ended otherwise (or is gone), failed.
-const countsSQL = `SELECT
-	count(*) FILTER (WHERE j.state = 'succeeded') AS completed,
-	count(*) FILTER (WHERE r.job_id IS NULL OR j.id IS NULL OR j.state IN ('failed', 'cancelled', 'superseded')) AS failed,
-	count(*) FILTER (WHERE j.state IN ('queued', 'running')) AS unfinished
-FROM sa_batch_request r LEFT JOIN sa_job j ON j.id = r.job_id WHERE r.batch_id = ?`
-
 func counts(ctx context.Context, idb bun.IDB, id string) (tally, error) {
 	var t tally
 	if err := idb.QueryRowContext(ctx, countsSQL, id).Scan(&t.completed, &t.failed, &t.unfinished); err != nil {

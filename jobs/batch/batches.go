@@ -193,8 +193,8 @@ func (b *Batches) CancelBatch(ctx context.Context, v jobs.Viewer, id string, act
 	return b.Batch(ctx, v, id)
 }
 
-// result is the result of a completed batch operation.
-func (bt Batch) result() json.RawMessage {
+// batchResult is the result of a completed batch operation.
+func batchResult(bt Batch) json.RawMessage {
 	r, _ := json.Marshal(map[string]any{"batch_id": bt.ID, "output_file_id": bt.OutputFileID, "error_file_id": bt.ErrorFileID,
 		"request_counts": map[string]int{"total": bt.TotalLines, "completed": bt.CompletedCount, "failed": bt.FailedCount}})
 	return r

@@ -246,8 +246,7 @@ const chunkBytes = 8 << 20
 // lines reads the lines of file id after line after, in order: at most n, and no more once
 // they hold chunkBytes.
 func lines(ctx context.Context, idb bun.IDB, id string, after, n int) ([]fileLine, error) {
-	rows, err := idb.QueryContext(ctx, "SELECT line_no, body FROM sa_file_line WHERE file_id = ? AND line_no > ? "+
-		"ORDER BY line_no LIMIT ?", id, after, n)
+	rows, err := idb.QueryContext(ctx, fileLinesSQL, id, after, n)
 	if err != nil {
 		return nil, fmt.Errorf("read the lines of file %s after %d: %w", id, after, err)
 	}

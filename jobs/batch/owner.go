@@ -38,7 +38,7 @@ func (b *Batches) Report(ctx context.Context, tx bun.Tx, op db.Operation) (regis
 func reportOf(bt Batch) registry.Report {
 	switch bt.Status {
 	case StatusCompleted:
-		return registry.Report{Status: deferred.StatusCompleted, Result: bt.result()}
+		return registry.Report{Status: deferred.StatusCompleted, Result: batchResult(bt)}
 	case StatusFailed:
 		return registry.Report{Status: deferred.StatusFailed, ErrorKind: "invalid_file", ErrorMessage: "the batch's input file is unusable"}
 	case StatusCancelled:

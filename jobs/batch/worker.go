@@ -8,7 +8,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
 
-	"asterion/jobs"
+	"asterion/jobs/maintenance"
 )
 
 // AdvanceArgs is the River job that moves every unfinished batch on by a step.
@@ -22,7 +22,7 @@ func (AdvanceArgs) Kind() string { return "batch.advance" }
 const Queue = "batches"
 
 func advanceOpts() *river.InsertOpts {
-	return &river.InsertOpts{Queue: Queue, UniqueOpts: jobs.OnlyOne}
+	return &river.InsertOpts{Queue: Queue, UniqueOpts: maintenance.OnlyOne}
 }
 
 // wake asks for a visit of the batch worker once tx commits (one at a time: a visit already

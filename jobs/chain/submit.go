@@ -122,7 +122,7 @@ func (c *Chains) Submit(ctx context.Context, req Request) (Accepted, error) {
 // byKey serialises requests with one Idempotency-Key and returns the chain made with it
 // earlier, if any; a different body is jobs.ErrIdempotencyConflict.
 func (c *Chains) byKey(ctx context.Context, tx bun.Tx, req Request, scopedKey, hash string) (Accepted, bool, error) {
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", "chain:"+scopedKey); err != nil {
+	if _, err := tx.Tx.ExecContext(ctx, chainKeyLockSQL, "chain:"+scopedKey); err != nil {
 		return Accepted{}, false, fmt.Errorf("lock idempotency key: %w", err)
 	}
 	var prior Chain

@@ -8,7 +8,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/uptrace/bun"
 
-	"asterion/jobs"
+	"asterion/jobs/maintenance"
 )
 
 // Recover gives a new River job to every open delivery whose vehicle is gone: an
@@ -100,6 +100,6 @@ func (ds *Deliveries) Queues() map[string]river.QueueConfig {
 func (ds *Deliveries) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(ds.cfg.RecoverEvery),
 		func() (river.JobArgs, *river.InsertOpts) {
-			return RecoverArgs{}, &river.InsertOpts{Queue: jobs.QueueMaintenance, UniqueOpts: jobs.OnlyOne}
+			return RecoverArgs{}, &river.InsertOpts{Queue: maintenance.Queue, UniqueOpts: maintenance.OnlyOne}
 		}, &river.PeriodicJobOpts{RunOnStart: true})}
 }

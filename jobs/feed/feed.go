@@ -80,7 +80,7 @@ func Row(e Event) *db.Event {
 // Pending reports whether committed events wait to be numbered (an index-only probe).
 func Pending(ctx context.Context, bunDB bun.IDB) (bool, error) {
 	var ok bool
-	err := bunDB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM sa_event WHERE seq IS NULL)").Scan(&ok)
+	err := bunDB.QueryRowContext(ctx, pendingEventsSQL).Scan(&ok)
 	return ok, err
 }
 
@@ -208,8 +208,7 @@ func Replay(ctx context.Context, bunDB bun.IDB, after int64, scope Scope, limit 
 func checkRetained(ctx context.Context, bunDB bun.IDB, after int64) error {
 	var oldest sql.NullInt64
 	var last int64
-	if err := bunDB.QueryRowContext(ctx, `SELECT (SELECT min(seq) FROM sa_event WHERE seq IS NOT NULL),
-		(SELECT last_seq FROM sa_event_cursor WHERE id = 1)`).Scan(&oldest, &last); err != nil {
+	if err := bunDB.QueryRowContext(ctx, retainedBoundsSQL).Scan(&oldest, &last); err != nil {
 		return fmt.Errorf("read the retained feed's bounds: %w", err)
 	}
 	if after > last || (oldest.Valid && after+1 < oldest.Int64) || (!oldest.Valid && after < last) {
@@ -221,7 +220,7 @@ func checkRetained(ctx context.Context, bunDB bun.IDB, after int64) error {
 // HighMark returns the highest event number given so far.
 func HighMark(ctx context.Context, bunDB bun.IDB) (int64, error) {
 	var last int64
-	if err := bunDB.QueryRowContext(ctx, "SELECT last_seq FROM sa_event_cursor WHERE id = 1").Scan(&last); err != nil {
+	if err := bunDB.QueryRowContext(ctx, highMarkSQL).Scan(&last); err != nil {
 		return 0, fmt.Errorf("read event high mark: %w", err)
 	}
 	return last, nil

@@ -65,6 +65,13 @@ type Hub struct {
 	// idleProbes counts the probes that found nothing, a signal for tests: enough of them in a
 	// row and the probe has slowed to probeIdle, which a test waits for instead of sleeping.
 	idleProbes atomic.Int64
+	// kicksServed counts the kicks the work loop has served, a signal for tests: a test that
+	// asserts an event was not delivered kicks the loop and waits for the count to move, which
+	// proves the loop was free to deliver it, instead of watching for a while.
+	kicksServed atomic.Int64
+	// pokesServed counts the sequencer runs pokes asked for (at once or paced), a signal for
+	// tests: once it has moved past a poke, no run of that poke is still to come.
+	pokesServed atomic.Int64
 }
 
 // NewHub returns a hub; Run must be running for subscribers to receive anything.
@@ -262,13 +269,16 @@ func (h *Hub) workLoop(ctx context.Context) {
 				continue
 			}
 			sequence()
+			h.pokesServed.Add(1)
 		case <-paced:
 			paced = nil
 			sequence()
+			h.pokesServed.Add(1)
 		case <-h.sequence:
 			sequence()
 		case <-h.kick:
 			h.deliver(ctx, h.announced.Load())
+			h.kicksServed.Add(1)
 		case <-tick.C:
 			high, _, err := Sequence(ctx, h.pool)
 			if err != nil && ctx.Err() == nil {

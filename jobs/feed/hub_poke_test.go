@@ -40,12 +40,19 @@ func TestPokeNumbersAndDeliversAtOnce(t *testing.T) {
 	publishOne("first")
 	h.Poke()
 	wait("first", 5*time.Second)
-	time.Sleep(50 * time.Millisecond)
+	// The start-up catch-up may have delivered the first event; then the poke's own run may
+	// still be to come (paced), and would number the next event: wait for it to be served.
+	dbtest.WaitFor(t, 5*time.Second, "the first poke to be served", func() bool { return h.pokesServed.Load() >= 1 })
 	publishOne("unpoked")
+	// A kick makes the loop deliver whatever is numbered; once it has served one, the loop had
+	// its chance, and the unpoked event must still not be delivered.
+	served := h.kicksServed.Load()
+	signal(h.kick)
+	dbtest.WaitFor(t, 5*time.Second, "the hub's loop to serve a kick", func() bool { return h.kicksServed.Load() > served })
 	select {
 	case e := <-sub.C:
 		t.Fatalf("an event was delivered without a poke, probe or tick: %s", e.Payload)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	h.Poke()
 	wait("unpoked", 5*time.Second)

@@ -44,10 +44,17 @@ func TestUnwatchedHubMovesItsCursorToTheHighMark(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("event published after subscribing never delivered")
 	}
+	// A fence: the hub delivers in order, so the next event is the fence unless an event
+	// from before the subscription came late.
+	publish("fence")
 	select {
 	case e := <-sub.C:
-		t.Fatalf("unexpected second event seq %d %s", e.Seq, e.Payload)
-	case <-time.After(100 * time.Millisecond):
+		var p map[string]string
+		if err := json.Unmarshal(e.Payload, &p); err != nil || p["label"] != "fence" {
+			t.Fatalf("unexpected second event seq %d %s, want the fence", e.Seq, e.Payload)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fence published after the first event was never delivered")
 	}
 }
 

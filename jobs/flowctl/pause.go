@@ -27,23 +27,6 @@ const (
 	ActionModelResumed = "model.resumed"
 )
 
-// setOrgPausedSQL upserts an org's pause flag and who set it ($3 user, $4 role, $5 actor; all
-// NULL on a resume), for an org that exists. A pause held by a higher role than the caller's
-// ($6, the rank of pauseRank) is left alone. No row back means no such org, or a pause the
-// caller may not change.
-const setOrgPausedSQL = `INSERT INTO sa_org_share (org_id, paused, paused_by, paused_role, paused_actor)
-SELECT id, $2::boolean, CASE WHEN $2::boolean THEN $3::bigint END, CASE WHEN $2::boolean THEN $4::text END,
-       CASE WHEN $2::boolean THEN $5::text END
-FROM orgs WHERE id = $1
-ON CONFLICT (org_id) DO UPDATE SET paused = EXCLUDED.paused, paused_by = EXCLUDED.paused_by,
-    paused_role = EXCLUDED.paused_role, paused_actor = EXCLUDED.paused_actor, updated_at = now()
-WHERE NOT sa_org_share.paused
-   OR (CASE sa_org_share.paused_role WHEN 'admin' THEN 2 WHEN 'operator' THEN 1 ELSE 0 END) <= $6
-RETURNING org_id`
-
-// orgExistsSQL tells a missing org from a pause the caller may not change.
-const orgExistsSQL = `SELECT EXISTS (SELECT 1 FROM orgs WHERE id = $1)`
-
 // SetOrgPaused pauses (or resumes) the work of org: its queued jobs wait until an operator
 // resumes it. An admin may pause any org, an operator only its own; another org answers
 // ErrNotFound, exactly like a missing one, and a member ErrForbidden. The pause records who

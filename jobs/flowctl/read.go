@@ -37,31 +37,6 @@ type OrgFlow struct {
 	Resets time.Time
 }
 
-// orgFlowsSQL reads each org's share, budget, use in the budget's current period and running
-// and queued jobs (from the trigger-kept counters), for every org ($1 = 0) or one.
-const orgFlowsSQL = `WITH c AS (
-    SELECT org_id,
-           coalesce(sum(n) FILTER (WHERE state = 'running'), 0) AS running,
-           coalesce(sum(n) FILTER (WHERE state = 'queued'), 0) AS queued
-    FROM sa_job_count
-    WHERE state IN ('running', 'queued') AND ($1::bigint = 0 OR org_id = $1)
-    GROUP BY org_id
-)
-SELECT o.id, o.name, coalesce(c.running, 0), coalesce(c.queued, 0),
-       coalesce(s.weight, 1), coalesce(s.paused, false), s.paused_by, coalesce(s.paused_role, ''),
-       coalesce(s.paused_actor, ''),
-       coalesce(b.tokens, 0), coalesce(b.period, ''),
-       coalesce((SELECT sum(u.tokens) FROM sa_usage_period u
-                 WHERE u.org_id = o.id AND u.period = b.period
-                   AND u.period_start = date_trunc(b.period, now(), 'UTC')), 0)
-FROM orgs o
-LEFT JOIN c ON c.org_id = o.id
-LEFT JOIN sa_org_share s ON s.org_id = o.id
-LEFT JOIN sa_org_budget b ON b.org_id = o.id
-WHERE $1::bigint = 0 OR o.id = $1
-ORDER BY o.name
-LIMIT $2`
-
 // Orgs returns the orgs v sees (an admin every org, an operator its own), by name.
 func (c *Control) Orgs(ctx context.Context, v Viewer) ([]OrgFlow, error) {
 	rows, err := c.cfg.DB.DB.QueryContext(ctx, orgFlowsSQL, orgScope(v), maxOrgs)

@@ -107,9 +107,6 @@ type Grant struct {
 	At time.Time
 }
 
-// reserveSQL takes a slot; see the migration that defines the function.
-const reserveSQL = `SELECT granted, slot, now_at, paused, metered FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`
-
 // Reserve asks for a slot for one call to model that will use about tokens tokens.
 func (g *Governor) Reserve(ctx context.Context, model string, tokens int) (Grant, error) {
 	var (
@@ -171,10 +168,6 @@ func (o Observation) pause() time.Duration {
 	}
 	return max(p, 0)
 }
-
-// observeSQL records an observation; see the migrations that define the function (the last
-// argument bounds the pause and the token debt of one answer).
-const observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // Observe records what the provider said after a call to model. Calls that reported nothing
 // worth recording cost no statement; nor does a token debt where the model's last reservation

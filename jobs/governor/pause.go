@@ -65,12 +65,6 @@ func (g *Governor) Resume(ctx context.Context, model string) error {
 	return g.ResumeIn(ctx, g.cfg.DB, model)
 }
 
-// resumeSQL ends every pause of a model (bun's ? placeholder: it runs in the caller's
-// transaction); a model never seen gets its row, unpaused.
-const resumeSQL = `INSERT INTO sa_governor (model) VALUES (?)
-ON CONFLICT (model) DO UPDATE SET operator_paused = false, paused_by = NULL, paused_role = NULL, paused_actor = NULL,
-    paused_until = NULL, tok_tat = least(sa_governor.tok_tat, now()), updated_at = now()`
-
 // ResumeIn is Resume inside the caller's transaction (idb).
 func (g *Governor) ResumeIn(ctx context.Context, idb bun.IDB, model string) error {
 	if _, err := idb.NewRaw(resumeSQL, model).Exec(ctx); err != nil {

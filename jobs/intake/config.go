@@ -27,6 +27,9 @@ type Config struct {
 	GroupMax int
 	// Solo turns group commit off: every submit has a transaction of its own.
 	Solo bool
+	// Now is the intake's clock (nil: time.Now). Tests that need the window after a submit
+	// to have passed move it instead of sleeping through the window.
+	Now func() time.Time
 }
 
 // validate fills in the defaults and rejects bad values.

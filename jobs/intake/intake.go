@@ -41,8 +41,8 @@ type Intake struct {
 	// lastDone is when inFlight last returned to zero.
 	lastDone time.Time
 
-	// now is the intake's clock, time.Now; tests replace it to cross the yield window
-	// without waiting for it.
+	// now is the intake's clock, Config.Now or time.Now; tests replace it to cross the yield
+	// window without waiting for it.
 	now func() time.Time
 	// parked counts the Yields waiting for the submits, a test signal: a test that asserts a
 	// Yield has not returned first waits for it to be parked, instead of sleeping a while.
@@ -56,7 +56,11 @@ func New(cfg Config) (*Intake, error) {
 	}
 	q := make(chan struct{})
 	close(q)
-	return &Intake{cfg: cfg, maxWait: cfg.Yield, quiet: q, lane: NewLane(cfg.LaneWidth), now: time.Now}, nil
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Intake{cfg: cfg, maxWait: cfg.Yield, quiet: q, lane: NewLane(cfg.LaneWidth), now: now}, nil
 }
 
 // Enter marks a submit in flight; the returned func marks it done. With no yield nobody waits

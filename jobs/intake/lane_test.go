@@ -170,6 +170,7 @@ func TestLaneNeverExceedsItsWidth(t *testing.T) {
 						break
 					}
 				}
+				// Holds the lane a random while, so that holders overlap; nothing waits on it.
 				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
 				holding.Add(-1)
 			}

@@ -164,35 +164,15 @@ func (s *Reads) QueueSeries(ctx context.Context, v jobs.Viewer, window, step tim
 	}
 	n := int(window / step)
 	stepSecs := int64(step / time.Second)
-	// Buckets end at the next step boundary after now; the first starts n steps earlier.
-	join := `LEFT JOIN sa_job AS j ON j.finished_at >= b.at AND j.finished_at < b.at + make_interval(secs => ?)
-		AND j.updated_at >= (SELECT min(at) FROM buckets)
-		AND j.state IN ('succeeded', 'failed', 'cancelled', 'superseded') AND j.started_at IS NOT NULL`
-	args := []any{stepSecs}
-	if v.AllOrgs {
-		join += ` AND j.org_id IN (SELECT id FROM orgs)`
-	} else {
-		join += ` AND j.org_id = ?`
-		args = append(args, v.OrgID)
-		if !v.OrgWide {
-			join += ` AND j.created_by = ?`
-			args = append(args, v.UserID)
-		}
+	// ?0 is the step in seconds, ?1 the number of buckets, ?2 the org and ?3 the user.
+	query := queueSeriesUserSQL
+	switch {
+	case v.AllOrgs:
+		query = queueSeriesAllSQL
+	case v.OrgWide:
+		query = queueSeriesOrgSQL
 	}
-	query := `WITH buckets AS (
-    SELECT to_timestamp((floor(extract(epoch FROM now()) / ?) - g) * ?) AS at
-    FROM generate_series(0, ? - 1) AS g
-)
-SELECT b.at,
-    count(j.id) AS finished,
-    count(j.id) FILTER (WHERE j.state = 'failed') AS failed,
-    coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.claimed_at - j.scheduled_at)), 0) AS wait_p50,
-    coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.claimed_at - j.scheduled_at)), 0) AS wait_p95,
-    coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.started_at)), 0) AS run_p50,
-    coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM j.finished_at - j.started_at)), 0) AS run_p95
-FROM buckets AS b ` + join + `
-GROUP BY b.at ORDER BY b.at`
-	all := append([]any{stepSecs, stepSecs, n}, args...)
+	all := []any{stepSecs, n, v.OrgID, v.UserID}
 	var out []SeriesPoint
 	if err := s.db.NewRaw(query, all...).Scan(ctx, &out); err != nil {
 		return nil, fmt.Errorf("queue series: %w", err)
@@ -243,13 +223,7 @@ func (s *Reads) WorkerLiveness(ctx context.Context) (Liveness, error) {
 		Heartbeat *time.Time `bun:"heartbeat"`
 		Completed *time.Time `bun:"completed"`
 	}
-	// The lease is renewed well before it expires, so the leader was alive at least until
-	// expires_at minus its TTL; taking expires_at capped at now is at most 15 s generous.
-	err := s.db.NewRaw(`SELECT now() AS now,
-    (SELECT least(expires_at, now()) FROM river_leader ORDER BY expires_at DESC LIMIT 1) AS lease_at,
-    (SELECT leader_id FROM river_leader ORDER BY expires_at DESC LIMIT 1) AS leader_id,
-    (SELECT max(running_heartbeat_at) FROM sa_job WHERE state = 'running') AS heartbeat,
-    (SELECT max(finalized_at) FROM river_job WHERE state = 'completed' AND finalized_at IS NOT NULL) AS completed`).Scan(ctx, &row)
+	err := s.db.NewRaw(workerLivenessSQL).Scan(ctx, &row)
 	if err != nil {
 		return Liveness{}, fmt.Errorf("read worker liveness: %w", err)
 	}

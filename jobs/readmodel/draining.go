@@ -29,10 +29,7 @@ func (s *Reads) DrainingWorkers(ctx context.Context, v jobs.Viewer) ([]DrainingW
 		StartedAt time.Time `bun:"started_at"`
 		GraceEnds time.Time `bun:"grace_ends"`
 	}
-	err := s.db.NewRaw(`SELECT worker_id, started_at, started_at + grace_ms * interval '1 millisecond' AS grace_ends
-FROM sa_worker_drain
-WHERE stopped_at IS NULL AND started_at + grace_ms * interval '1 millisecond' + ?::interval > now()
-ORDER BY started_at`, fmt.Sprintf("%d seconds", int(drainingListedFor.Seconds()))).Scan(ctx, &rows)
+	err := s.db.NewRaw(drainingWorkersSQL, fmt.Sprintf("%d seconds", int(drainingListedFor.Seconds()))).Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("read draining workers: %w", err)
 	}

@@ -22,11 +22,7 @@ func (s *Reads) WorkerLivenessFor(ctx context.Context, v jobs.Viewer) (Liveness,
 		Heartbeat *time.Time `bun:"heartbeat"`
 		Finished  *time.Time `bun:"finished"`
 	}
-	err := s.db.NewRaw(`SELECT now() AS now,
-    (SELECT least(expires_at, now()) FROM river_leader ORDER BY expires_at DESC LIMIT 1) AS lease_at,
-    (SELECT max(running_heartbeat_at) FROM sa_job WHERE state = 'running' AND org_id = ?0) AS heartbeat,
-    (SELECT updated_at FROM sa_job WHERE org_id = ?0 AND state IN ('succeeded', 'failed')
-      ORDER BY updated_at DESC LIMIT 1) AS finished`, v.OrgID).Scan(ctx, &row)
+	err := s.db.NewRaw(orgLivenessSQL, v.OrgID).Scan(ctx, &row)
 	if err != nil {
 		return Liveness{}, fmt.Errorf("read worker liveness of org %d: %w", v.OrgID, err)
 	}

@@ -85,6 +85,7 @@ func TestMissionRecentChainingMissesNothing(t *testing.T) {
 		defer close(readerDone)
 		for !quit.Load() && (writing.Load() || unsettled(e) != 0) {
 			read()
+			// Paces the reader between reads of the live field; nothing waits on it.
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()

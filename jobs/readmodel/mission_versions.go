@@ -24,24 +24,6 @@ type MissionVersion struct {
 	UpdatedAt time.Time
 }
 
-// missionVersionsSQL is missionFieldSQL narrowed to the prompt's id and its newest job's id,
-// state and updated_at: the same newest $3 prompts of org $1 and user $2, with no text, no
-// response and no superseded jobs. It runs with parameters, so the connection keeps it
-// prepared and PostgreSQL plans it once per connection instead of on every reload; updated_at
-// comes as microseconds since the epoch, which a reload reads back much faster than a
-// timestamp's text.
-const missionVersionsSQL = `
-SELECT p.id, j.id, j.state, (extract(epoch FROM j.updated_at) * 1000000)::bigint
-FROM sa_entity AS p
-JOIN LATERAL (
-    SELECT x.id, x.state, x.updated_at
-    FROM sa_job AS x WHERE x.prompt_id = p.id AND x.org_id = p.org_id AND x.created_by = p.created_by
-    ORDER BY x.created_at DESC, x.id DESC LIMIT 1
-) AS j ON true
-WHERE p.org_id = $1 AND p.created_by = $2 AND p.kind = 'prompt'
-ORDER BY p.created_at DESC, p.id DESC
-LIMIT $3`
-
 // preparedWatermarkSQL is changeWatermarkSQL with its placeholder numbered, for database/sql.
 var preparedWatermarkSQL = db.Numbered(changeWatermarkSQL)
 

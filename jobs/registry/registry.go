@@ -112,6 +112,6 @@ func (r *Registry) InTx(ctx context.Context, fn func(ctx context.Context, tx bun
 
 // TxNow is the transaction's clock, so every timestamp written in it agrees.
 func TxNow(ctx context.Context, tx bun.IDB) (t time.Time, err error) {
-	err = tx.QueryRowContext(ctx, "SELECT now()").Scan(&t)
+	err = tx.QueryRowContext(ctx, txNowSQL).Scan(&t)
 	return t, err
 }

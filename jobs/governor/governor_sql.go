@@ -1,0 +1,19 @@
+package governor
+
+// The governor's statements. The reservation and the observation call the functions of
+// db/functions (asterion_governor_reserve, asterion_governor_observe) on database/sql, so the
+// connection keeps them prepared; resumeSQL runs through bun's NewRaw in the caller's
+// transaction (bun's ? placeholder).
+const (
+	// reserveSQL takes a slot (db/functions/asterion_governor_reserve.sql).
+	reserveSQL = `SELECT granted, slot, now_at, paused, metered FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`
+
+	// observeSQL records an observation (db/functions/asterion_governor_observe.sql; the last
+	// argument bounds the pause and the token debt of one answer).
+	observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7, $8)`
+
+	// resumeSQL ends every pause of a model; a model never seen gets its row, unpaused.
+	resumeSQL = `INSERT INTO sa_governor (model) VALUES (?)
+ON CONFLICT (model) DO UPDATE SET operator_paused = false, paused_by = NULL, paused_role = NULL, paused_actor = NULL,
+    paused_until = NULL, tok_tat = least(sa_governor.tok_tat, now()), updated_at = now()`
+)
