@@ -1665,17 +1665,9 @@ CREATE INDEX idx_sessions_expires ON public.sessions USING btree (expires_at);
 
 CREATE INDEX idx_sessions_user ON public.sessions USING btree (user_id);
 
--- Name: idx_state_priority_created; Type: INDEX; Schema: public; Owner: -
-
-CREATE INDEX idx_state_priority_created ON public.sa_job USING btree (state, priority, created_at) WHERE ((state)::text = 'queued'::text);
-
 -- Name: idx_users_org; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX idx_users_org ON public.users USING btree (org_id);
-
--- Name: idx_worker_claim; Type: INDEX; Schema: public; Owner: -
-
-CREATE INDEX idx_worker_claim ON public.sa_job USING btree (worker_claim) WHERE ((state)::text = 'running'::text);
 
 -- Name: river_job_args_index; Type: INDEX; Schema: public; Owner: -
 
