@@ -185,14 +185,10 @@ func claimChange(jobID uuid.UUID, riverJobID int64, claim string) change {
 		where: []clause{is("river_job_id = ?", riverJobID), is(notPausedSQL)}}
 }
 
-// notPausedSQL is the condition of a claim that the job's org is not paused: the dispatch
-// looked before the governor's wait, this is the word that counts.
-const notPausedSQL = `NOT EXISTS (SELECT 1 FROM sa_org_share AS p WHERE p.org_id = sa_job.org_id AND p.paused)`
-
 // orgPaused says whether an operator paused org's work.
 func orgPaused(ctx context.Context, tx bun.Tx, org int64) (bool, error) {
 	var paused bool
-	err := tx.Tx.QueryRowContext(ctx, `SELECT coalesce((SELECT paused FROM sa_org_share WHERE org_id = $1), false)`, org).Scan(&paused)
+	err := tx.Tx.QueryRowContext(ctx, orgPausedSQL, org).Scan(&paused)
 	if err != nil {
 		return false, fmt.Errorf("read whether org %d is paused: %w", org, err)
 	}

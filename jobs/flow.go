@@ -99,11 +99,6 @@ func maxPauseOf(g *governor.Governor) time.Duration {
 	return governor.DefaultMaxPause
 }
 
-// markWaitingSQL says on a queued job what it waits for; a job no longer queued is left as
-// it is, and a job that already says so is not written again.
-const markWaitingSQL = `UPDATE sa_job SET waiting_for = $2
-WHERE id = $1 AND state = 'queued' AND waiting_for IS DISTINCT FROM $2`
-
 // markWaiting records why a queued job waits. A failure to say so changes nothing of the
 // job's fate, so it is logged, not returned.
 func (s *calls) markWaiting(ctx context.Context, jobID uuid.UUID, why string) {

@@ -220,21 +220,6 @@ type strandedWatch struct {
 	since time.Time
 }
 
-// strandedSQL finds queued jobs whose vehicle River finalised after $1, oldest vehicle first. It
-// reads the vehicles that ended since the last pass by River's (state, finalized_at) index, and
-// reaches each one's job by idx_job_vehicle: never sa_job as a whole, and never River's
-// vehicles of other times or states.
-const strandedSQL = `WITH ended AS MATERIALIZED (
-    SELECT id, finalized_at FROM river_job
-    WHERE state IN ('completed', 'cancelled', 'discarded') AND finalized_at >= $1
-)
-SELECT j.id FROM ended r
-JOIN sa_job j ON j.river_job_id = r.id
-WHERE j.state = 'queued'
-ORDER BY r.finalized_at
-LIMIT 200
-FOR UPDATE OF j SKIP LOCKED`
-
 // revehicleStranded moves every queued job whose vehicle River has finalised onto a new
 // vehicle, keeping its attempt: the job never ran to an end. It returns how many it moved.
 func (s *Service) revehicleStranded(ctx context.Context) (int, error) {

@@ -13,14 +13,6 @@ import (
 // second. A bounded walk of the index for every 202 would cost PostgreSQL work that grows with
 // the backlog, on the path whose rate matters most.
 
-// frontSQL counts the claimable front of the queue in River's order (band, then oldest first),
-// up to a bound, by band and org, on idx_job_queued_band.
-const frontSQL = `SELECT b, org_id, count(*) AS n FROM (
-	SELECT asterion_band(priority) AS b, org_id FROM sa_job
-	WHERE state = 'queued' AND scheduled_at <= now()
-	ORDER BY asterion_band(priority), created_at, id LIMIT ?) f
-GROUP BY b, org_id`
-
 // bands is one count per River priority band (index 1..4).
 type bands [5]int
 

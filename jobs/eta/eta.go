@@ -124,25 +124,6 @@ type rateSample struct {
 // rateWindow is the window the finished jobs are counted over.
 const rateWindow = 60 * time.Second
 
-// sampleSQL measures the queue in one round trip: the running jobs (partial index
-// idx_job_running), the mean run time of the last 50 jobs that ran to an end, and the jobs
-// finished in the last minute (both on idx_job_finished, bounded).
-const sampleSQL = `SELECT
-	(SELECT count(*) FROM sa_job WHERE state = 'running') AS running,
-	(SELECT coalesce(extract(epoch FROM now() - min(started_at)), 0) FROM sa_job WHERE state = 'running') AS oldest,
-	(SELECT coalesce(avg(extract(epoch FROM finished_at - started_at)), 0) FROM (
-		SELECT started_at, finished_at FROM sa_job
-		WHERE finished_at IS NOT NULL AND state IN ('succeeded', 'failed') AND started_at IS NOT NULL
-		ORDER BY finished_at DESC LIMIT 50) r) AS mean_run,
-	(SELECT count(*) FROM (SELECT 1 FROM sa_job WHERE finished_at IS NOT NULL AND finished_at > now() - interval '60 seconds'
-		LIMIT 5000) f) AS finished`
-
-// queuedSQL is what an extrapolation needs: the queued total (the trigger-kept counts) and how
-// long the oldest queued job has waited (idx_job_state_created_id, one entry).
-const queuedSQL = `SELECT
-	(SELECT coalesce(sum(n), 0) FROM sa_job_count WHERE state = 'queued') AS queued,
-	(SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM sa_job WHERE state = 'queued') AS oldest`
-
 // measure returns the current sample, taking a new one when the last is older than CacheFor.
 // needQueued asks for the queued totals too (read once per sample, only when asked).
 func (e *Estimator) measure(ctx context.Context, needQueued bool) (rateSample, int, error) {

@@ -45,20 +45,6 @@ const (
 	etaChainSQL     = etaChainByOperation + etaPlace
 )
 
-// etaBatchSQL places many jobs with one walk of the front of the queue: the first CountCap
-// claimable queued jobs in River's order, numbered overall and per org; a job of the batch
-// found there has its place, one past it is extrapolated.
-const etaBatchSQL = `WITH head AS (
-		SELECT id, row_number() OVER (ORDER BY b, created_at, id) - 1 AS ahead,
-			row_number() OVER (PARTITION BY org_id ORDER BY b, created_at, id) - 1 AS ahead_org
-		FROM (SELECT id, org_id, created_at, asterion_band(priority) AS b FROM sa_job
-			WHERE state = 'queued' AND scheduled_at <= now()
-			ORDER BY asterion_band(priority), created_at, id LIMIT ?) h)
-	SELECT j.id, j.state, j.created_at, j.scheduled_at, j.scheduled_for, j.started_at, now() AS now,
-		head.id IS NOT NULL AS counted, coalesce(head.ahead, 0) AS ahead, coalesce(head.ahead_org, 0) AS ahead_org
-	FROM sa_job j LEFT JOIN head ON head.id = j.id
-	WHERE j.id = ANY(?::uuid[]) AND j.state IN ('queued', 'running')`
-
 // Job is the ETA of job id, or false when the job has ended or does not exist. The caller has
 // checked that its viewer may see the job.
 func (e *Estimator) Job(ctx context.Context, id uuid.UUID) (ETA, bool, error) {

@@ -15,9 +15,6 @@ var ErrAtCap = errors.New("the org runs its most jobs at once")
 // transaction, so two processes never both take the last slot.
 const capLock int64 = 0x6f72676361700000
 
-// runningOfOrgSQL counts an org's running jobs.
-const runningOfOrgSQL = `SELECT count(*) FROM sa_job WHERE org_id = $1 AND state = 'running'`
-
 // UnderRunningCap takes the org's cap lock inside the claim's transaction tx and returns
 // ErrAtCap when the org already runs its most jobs. Without a cap (or an org unknown to an old
 // vehicle) it does nothing.
@@ -26,7 +23,7 @@ func (s *Share) UnderRunningCap(ctx context.Context, tx bun.Tx, org int64) error
 	if limit <= 0 || org <= 0 {
 		return nil
 	}
-	if _, err := tx.Tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, capLock+org); err != nil {
+	if _, err := tx.Tx.ExecContext(ctx, advisoryLockSQL, capLock+org); err != nil {
 		return fmt.Errorf("lock the running cap of org %d: %w", org, err)
 	}
 	var running int

@@ -99,64 +99,6 @@ func (s *Share) Counts() Counts {
 	return Counts{Fast: s.fast.Load(), Locked: s.locked.Load(), Swapped: s.swapped.Load()}
 }
 
-// vehicleJobSQL reads, in one statement, what the fast path of a dispatch needs: the queued
-// or running job on vehicle $1, its org's weight and pause, whether the org runs its cap of $4
-// jobs already (counted only when there is a cap, and only up to it), whether another org has
-// queued work to choose, and whether its own org has a claimable job better than it (a lower
-// band, or its band and older) with a priority of at most $3. $2 is the job the vehicle's
-// arguments name: the prompt's text (for the governor's token estimate) is read only when the
-// row is another job.
-//
-// Queued work to choose is a queued job, not waiting for the provider or a budget, due, of an
-// org that is not paused: the others probe walks idx_job_queued_ready one org at a time (its
-// first entry is the org's earliest scheduled_at, so one descent says whether the org has a due
-// job, however many it scheduled for later), stops at the first other org that has one, and
-// after 32 orgs without an answer says yes (the locked path then decides). In the usual case of
-// one org with a backlog it is two descents.
-//
-// It runs once per claim while the queue's size swings from empty to a long backlog faster
-// than the planner's statistics follow, so every probe is written to have one sensible plan
-// whatever they say: the job is found by its vehicle alone (OFFSET 0 keeps the state test out
-// of that scan: with both, the planner combined idx_job_vehicle with an index of every queued
-// job), the skip scan orders by a prefix of its index, the better-job look reads at most 64
-// entries of idx_job_queued_org below the job's own (org, band, created_at) (a bound only that
-// index can serve), and their vehicles are looked up by key, one by one, instead of joined (a
-// join let the planner walk River's whole queue). TestDispatchPlans checks the plan.
-const vehicleJobSQL = `WITH RECURSIVE x AS MATERIALIZED (
-    SELECT j.id, j.org_id, j.state, j.priority, j.created_at, j.execution_options, j.prompt_id
-    FROM (SELECT * FROM sa_job WHERE river_job_id = $1 OFFSET 0) AS j
-    WHERE j.state IN ('queued', 'running')
-    LIMIT 1
-), other (org_id, due, n) AS (
-    (SELECT o.org_id, o.scheduled_at <= now(), 1 FROM sa_job AS o
-     WHERE o.state = 'queued' AND (o.waiting_for IS NULL OR o.waiting_for NOT IN ('provider_capacity', 'budget'))
-     ORDER BY o.org_id, o.scheduled_at LIMIT 1)
-  UNION ALL
-    SELECT nx.org_id, nx.due, q.n + 1 FROM other AS q CROSS JOIN LATERAL (
-        SELECT o.org_id, o.scheduled_at <= now() AS due FROM sa_job AS o
-        WHERE o.state = 'queued' AND (o.waiting_for IS NULL OR o.waiting_for NOT IN ('provider_capacity', 'budget'))
-          AND o.org_id > q.org_id
-        ORDER BY o.org_id, o.scheduled_at LIMIT 1) AS nx
-    WHERE q.n < 32 AND NOT (q.due AND q.org_id <> (SELECT x.org_id FROM x)
-        AND NOT coalesce((SELECT p.paused FROM sa_org_share AS p WHERE p.org_id = q.org_id), false))
-)
-SELECT x.id, x.org_id, x.state, x.priority, x.created_at,
-    coalesce(s.weight, 1) AS weight, coalesce(s.paused, false) AS paused,
-    CASE WHEN $4::integer > 0 THEN (SELECT count(*) FROM (SELECT FROM sa_job AS r
-        WHERE r.org_id = x.org_id AND r.state = 'running' LIMIT $4::integer) AS c) ELSE 0 END AS running,
-    EXISTS (SELECT FROM other AS q WHERE q.n >= 32 OR (q.due AND q.org_id <> x.org_id
-        AND NOT coalesce((SELECT p.paused FROM sa_org_share AS p WHERE p.org_id = q.org_id), false))) AS others,
-    EXISTS (SELECT FROM (SELECT a.river_job_id, a.priority, a.scheduled_at, a.waiting_for FROM sa_job AS a
-            WHERE a.state = 'queued' AND a.org_id = x.org_id
-              AND (a.org_id, asterion_band(a.priority), a.created_at) < (x.org_id, asterion_band(x.priority), x.created_at)
-            ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
-        WHERE h.scheduled_at <= now() AND h.priority <= $3
-          AND (h.waiting_for IS NULL OR h.waiting_for NOT IN ('provider_capacity', 'budget'))
-          AND (SELECT v.state FROM river_job AS v WHERE v.id = h.river_job_id) IN ('available', 'scheduled', 'retryable')) AS better,
-    coalesce(x.execution_options ->> 'model', '') AS model,
-    CASE WHEN x.id <> $2 THEN (SELECT e.body FROM sa_entity AS e WHERE e.id = x.prompt_id) END AS body
-FROM x LEFT JOIN sa_org_share AS s ON s.org_id = x.org_id`
-
 // vehicleJob is a row of vehicleJobSQL.
 type vehicleJob struct {
 	id        uuid.UUID

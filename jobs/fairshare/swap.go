@@ -22,103 +22,9 @@ import (
 // on the locked path, held for a few index reads.
 const dispatchLock int64 = 0x6469737061746368
 
-// lockVehicleJobSQL locks the queued or running job on vehicle $1.
-const lockVehicleJobSQL = `SELECT id, org_id, state, priority, created_at FROM sa_job
-WHERE river_job_id = $1 AND state IN ('queued', 'running') LIMIT 1 FOR UPDATE`
-
-// queuedOrgsSQL lists the orgs with queued work to choose (as vehicleJobSQL's others probe:
-// a due job not waiting for the provider or a budget), found by a skip scan of
-// idx_job_queued_ready (one index descent per org, however long its backlog), and org $3 (the
-// vehicle's) whatever it has, with each one's weight, pause, running jobs, and the prompt
-// vehicles of queue $2 its jobs ride that workers hold other than $1: jobs running and jobs a
-// worker has fetched and not claimed yet (being dispatched, or waiting for the governor).
-// Counting the latter keeps dispatches that follow each other from all giving their slot to
-// the same org before its claims land. Those are read from River's running jobs, at most one
-// per worker, never a backlog.
-const queuedOrgsSQL = `WITH RECURSIVE queued (org_id, due) AS (
-    (SELECT o.org_id, o.scheduled_at <= now() FROM sa_job AS o
-     WHERE o.state = 'queued' AND (o.waiting_for IS NULL OR o.waiting_for NOT IN ('provider_capacity', 'budget'))
-     ORDER BY o.org_id, o.scheduled_at LIMIT 1)
-  UNION ALL
-    SELECT nx.org_id, nx.due FROM queued AS q CROSS JOIN LATERAL (
-        SELECT o.org_id, o.scheduled_at <= now() AS due FROM sa_job AS o
-        WHERE o.state = 'queued' AND (o.waiting_for IS NULL OR o.waiting_for NOT IN ('provider_capacity', 'budget'))
-          AND o.org_id > q.org_id
-        ORDER BY o.org_id, o.scheduled_at LIMIT 1) AS nx
-), orgs AS (
-    SELECT org_id FROM queued WHERE due UNION SELECT $3::bigint
-), held AS (
-    SELECT j.org_id, count(*) AS n FROM river_job AS r
-    CROSS JOIN LATERAL (SELECT * FROM sa_job WHERE river_job_id = r.id OFFSET 0) AS j
-    WHERE r.state = 'running' AND r.queue = $2 AND r.id <> $1 AND j.state IN ('queued', 'running')
-    GROUP BY j.org_id
-)
-SELECT q.org_id, coalesce(s.weight, 1), coalesce(s.paused, false),
-    (SELECT count(*) FROM sa_job AS r WHERE r.org_id = q.org_id AND r.state = 'running'),
-    coalesce(h.n, 0)
-FROM orgs AS q LEFT JOIN sa_org_share AS s ON s.org_id = q.org_id LEFT JOIN held AS h ON h.org_id = q.org_id`
-
-// candidatesSQL lists, best first, up to 8 claimable jobs of org $1 (with their vehicles) that
-// come before (asterion_band($2), $3) in the org's order (lowest band, then oldest), with a
-// priority of at most $4. Claimable: queued, due, not waiting for the provider or a budget
-// (that wait is its own vehicle's business), and on a vehicle nobody holds. Only the org's
-// first 64 queued jobs in that order are looked at: a job beyond them still runs on its own
-// vehicle. It locks nothing (lockCandidateSQL does, one job at a time), so that every table is
-// read by key or by the head of idx_job_queued_org, never joined: a join let the planner pick
-// another queued index for the job rows and walk it once per entry of the head. The bound
-// names the org as well, a condition only idx_job_queued_org (org first) can serve, so that
-// idx_job_queued_band (band first), which gives the same order within one org, is never walked
-// through every org's jobs instead.
-const candidatesSQL = `SELECT h.id, h.river_job_id FROM (
-    SELECT a.id, a.river_job_id, a.priority, a.scheduled_at, a.waiting_for, asterion_band(a.priority) AS band, a.created_at
-    FROM sa_job AS a
-    WHERE a.state = 'queued' AND a.org_id = $1
-      AND (a.org_id, asterion_band(a.priority), a.created_at) < ($1, asterion_band($2::smallint), $3::timestamptz)
-    ORDER BY a.org_id, asterion_band(a.priority), a.created_at LIMIT 64) AS h
-WHERE h.priority <= $4 AND h.scheduled_at <= now()
-  AND (h.waiting_for IS NULL OR h.waiting_for NOT IN ('provider_capacity', 'budget'))
-  AND (SELECT v.state FROM river_job AS v WHERE v.id = h.river_job_id) IN ('available', 'scheduled', 'retryable')
-ORDER BY h.band, h.created_at
-LIMIT 8`
-
-// lockCandidateSQL locks job $1 and its vehicle $2 if the job is still claimable on it (as
-// candidatesSQL says, priority at most $3), skipping rows another transaction holds, never
-// waiting for them. The vehicle's River row is locked so that no worker can fetch it until
-// this transaction ends (River's fetch skips locked rows), and a row changed since the
-// statement began is judged again as it is now.
-const lockCandidateSQL = `SELECT j.id FROM sa_job AS j, river_job AS v
-WHERE j.id = $1 AND v.id = $2 AND j.river_job_id = v.id
-  AND j.state = 'queued' AND j.priority <= $3 AND j.scheduled_at <= now()
-  AND (j.waiting_for IS NULL OR j.waiting_for NOT IN ('provider_capacity', 'budget'))
-  AND v.state IN ('available', 'scheduled', 'retryable')
-FOR UPDATE OF j, v SKIP LOCKED`
-
 // anyTime bounds candidatesSQL's order for another org's job: every job of a band comes before
 // it, so the bound is only the worker's ceiling's band.
 var anyTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// swapSQL exchanges the vehicles of two locked queued jobs: $1 leaves vehicle $3 for $4, $2
-// takes $3. $5, when not null, says what the displaced job waits for.
-const swapSQL = `UPDATE sa_job SET river_job_id = CASE WHEN id = $1 THEN $4::bigint ELSE $3::bigint END,
-    waiting_for = CASE WHEN id = $1 THEN coalesce($5::varchar, waiting_for) ELSE waiting_for END
-WHERE id IN ($1, $2) AND state = 'queued'`
-
-// keepPlaceSQL puts vehicle $1, which a swap just gave the displaced job, at the place in
-// River's fetch order of the vehicle the displaced job was fetched on: River priority $3 and
-// no later than its scheduled_at $2. River fetches by priority, then scheduled_at, and the
-// vehicle a swap takes is often later in that order: another band's (the chosen job's band
-// need not be the fetched vehicle's), or one back from a crashed or stopped worker or from a
-// backoff. Left there, the displaced job would be its org's best on a vehicle fetched last,
-// every later dispatch of the org would swap again, and the whole backlog would go through the
-// dispatch lock one swap at a time. Only an available vehicle's time moves; a scheduled or
-// retryable one keeps the time River will make it available at, in the band it now belongs to.
-const keepPlaceSQL = `UPDATE river_job SET priority = $3,
-    scheduled_at = CASE WHEN state = 'available' AND scheduled_at > $2 THEN $2 ELSE scheduled_at END
-WHERE id = $1`
-
-// jobArgsSQL reads what the governor needs of a job: its model and its prompt's text.
-const jobArgsSQL = `SELECT j.priority, j.org_id, coalesce(j.execution_options ->> 'model', ''), e.body
-FROM sa_job AS j JOIN sa_entity AS e ON e.id = j.prompt_id WHERE j.id = $1`
 
 // orgLoad is an org with queued work: its weight, pause, running jobs, and the worker slots
 // it holds (its running jobs and its fetched ones not claimed yet).
@@ -141,7 +47,7 @@ func (o orgLoad) lighter(p orgLoad) bool {
 // first org that has one, in any band the worker may run (for its own org: a job better than
 // the one it carries).
 func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Decision, error) {
-	if _, err := tx.Tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, dispatchLock); err != nil {
+	if _, err := tx.Tx.ExecContext(ctx, advisoryLockSQL, dispatchLock); err != nil {
 		return Decision{}, fmt.Errorf("take the dispatch lock: %w", err)
 	}
 	var x struct {
