@@ -98,16 +98,8 @@ func (o *outputStreamer) catchUp(ctx context.Context, w *bufio.Writer) error {
 			o.attempt, o.seq = page.Job.Attempt, 0
 			continue
 		}
-		for _, c := range page.Chunks {
-			if err := o.send(w, c); err != nil {
-				return err
-			}
-		}
-		if page.Complete {
-			return o.end(ctx, w, page.Job)
-		}
-		if len(page.Chunks) < readmodel.MaxOutputChunks {
-			return nil
+		if more, err := writePage(ctx, w, page, o.send, o.end); err != nil || !more {
+			return err
 		}
 	}
 }

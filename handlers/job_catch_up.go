@@ -7,7 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"asterion/db"
 	"asterion/jobs/feed"
+	"asterion/jobs/readmodel"
 )
 
 // jobCatchUp gives a stream that follows one job's output the streamer methods that all come
@@ -35,3 +37,19 @@ func (j jobCatchUp) event(ctx context.Context, w *bufio.Writer, e feed.Event) er
 func (jobCatchUp) drained(context.Context, *bufio.Writer) error { return nil }
 func (jobCatchUp) tick(context.Context, *bufio.Writer) error    { return nil }
 func (jobCatchUp) tickEvery() time.Duration                     { return 0 }
+
+// writePage sends the chunks of one page of a job's output read after the stream's place and,
+// when the page ends the output, the stream's end. more says whether the page was full, so
+// that the caller reads the next one.
+func writePage(ctx context.Context, w *bufio.Writer, page readmodel.JobOutput,
+	send func(*bufio.Writer, db.OutputChunk) error, end func(context.Context, *bufio.Writer, db.Job) error) (more bool, err error) {
+	for _, c := range page.Chunks {
+		if err := send(w, c); err != nil {
+			return false, err
+		}
+	}
+	if page.Complete {
+		return false, end(ctx, w, page.Job)
+	}
+	return len(page.Chunks) >= readmodel.MaxOutputChunks, nil
+}

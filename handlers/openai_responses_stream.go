@@ -13,7 +13,6 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/feed"
 	"asterion/jobs/output"
-	"asterion/jobs/readmodel"
 )
 
 // streamResponse answers a response as its events, following the job's live output as a
@@ -128,16 +127,8 @@ func (o *responseStreamer) catchUp(ctx context.Context, w *bufio.Writer) error {
 				return err
 			}
 		}
-		for _, c := range page.Chunks {
-			if err := o.send(w, c); err != nil {
-				return err
-			}
-		}
-		if page.Complete {
-			return o.end(ctx, w, page.Job)
-		}
-		if len(page.Chunks) < readmodel.MaxOutputChunks {
-			return nil
+		if more, err := writePage(ctx, w, page, o.send, o.end); err != nil || !more {
+			return err
 		}
 	}
 }
