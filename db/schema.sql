@@ -25,6 +25,75 @@ CREATE FUNCTION public.asterion_band(p smallint) RETURNS smallint
     SELECT (CASE WHEN p <= 10 THEN 1 WHEN p <= 40 THEN 2 WHEN p <= 59 THEN 3 ELSE 4 END)::smallint
 $$;
 
+-- Name: asterion_budget_forget(); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_forget() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM sa_budget_running WHERE org_id = OLD.org_id;
+    DELETE FROM sa_budget_running_release WHERE org_id = OLD.org_id;
+    DELETE FROM sa_budget_release WHERE org_id = OLD.org_id;
+    DELETE FROM sa_budget_hold WHERE org_id = OLD.org_id;
+    RETURN NULL;
+END;
+$$;
+
+-- Name: asterion_budget_giveback(uuid); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_giveback(hold uuid) RETURNS void
+    LANGUAGE sql
+    AS $$
+    WITH h AS (DELETE FROM sa_budget_hold WHERE id = hold RETURNING org_id, tokens)
+    INSERT INTO sa_budget_release (org_id, reserved) SELECT org_id, tokens FROM h;
+$$;
+
+-- Name: asterion_budget_hold(uuid, bigint[], bigint[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_hold(hold uuid, orgs bigint[], tokens bigint[], at_time timestamp with time zone) RETURNS TABLE(org_id bigint, granted integer, budget bigint, period text, used bigint, reserved bigint)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    org    BIGINT;
+    b      sa_org_budget%ROWTYPE;
+    folded BIGINT;
+    swept  BIGINT;
+    r      BIGINT;
+    u      BIGINT;
+    n      INT;
+    held   BIGINT;
+    t      BIGINT;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    FOR org IN SELECT DISTINCT o FROM unnest(orgs) AS o ORDER BY o LOOP
+        SELECT * INTO b FROM sa_org_budget AS x WHERE x.org_id = org FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        WITH rel AS (DELETE FROM sa_budget_release AS x WHERE x.org_id = org RETURNING x.reserved)
+        SELECT coalesce(sum(rel.reserved), 0) INTO folded FROM rel;
+        WITH old AS (DELETE FROM sa_budget_hold AS h WHERE h.org_id = org AND h.created_at < now() - interval '10 minutes'
+                     RETURNING h.tokens)
+        SELECT coalesce(sum(old.tokens), 0) INTO swept FROM old;
+        SELECT coalesce(sum(p.tokens), 0) INTO u FROM sa_usage_period AS p
+        WHERE p.org_id = org AND p.period = b.period AND p.period_start = date_trunc(b.period, at_time, 'UTC');
+        r := b.reserved - folded - swept;
+        n := 0;
+        held := 0;
+        FOR t IN SELECT x.t FROM unnest(orgs, tokens) WITH ORDINALITY AS x(o, t, i) WHERE x.o = org ORDER BY x.i LOOP
+            EXIT WHEN u + r >= b.tokens;
+            r := r + t;
+            held := held + t;
+            n := n + 1;
+        END LOOP;
+        UPDATE sa_org_budget AS x SET reserved = r WHERE x.org_id = org;
+        IF held > 0 THEN
+            INSERT INTO sa_budget_hold (id, org_id, tokens) VALUES (hold, org, held);
+        END IF;
+        org_id := org; granted := n; budget := b.tokens; period := b.period; used := u; reserved := r;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+
 -- Name: asterion_budget_reserve(); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.asterion_budget_reserve() RETURNS trigger
@@ -34,8 +103,7 @@ DECLARE
     org        BIGINT := CASE WHEN TG_OP = 'DELETE' THEN OLD.org_id ELSE NEW.org_id END;
     d_reserved BIGINT := 0;
     d_running  BIGINT := 0;
-    f_reserved BIGINT;
-    f_running  BIGINT;
+    folded     BIGINT;
 BEGIN
     IF TG_OP <> 'DELETE' THEN
         IF NEW.state IN ('queued', 'running') THEN d_reserved := NEW.budget_tokens; END IF;
@@ -45,19 +113,38 @@ BEGIN
         IF OLD.state IN ('queued', 'running') THEN d_reserved := d_reserved - OLD.budget_tokens; END IF;
         IF OLD.state = 'running' THEN d_running := d_running - OLD.budget_tokens; END IF;
     END IF;
-    IF d_reserved > 0 OR d_running > 0 THEN
-        -- The row's lock comes first, then the releases it folds: every folder takes them in
-        -- that order, so two never wait on each other crosswise.
-        UPDATE sa_org_budget SET reserved = reserved + d_reserved, running = running + d_running WHERE org_id = org;
+    -- A job written under a hold of its org (asterion_budget_take) carries the reservation the
+    -- hold already made.
+    IF TG_OP = 'INSERT' AND d_reserved > 0
+       AND strpos(coalesce(current_setting('asterion.budget_held', true), ''), ',' || org || ',') > 0 THEN
+        d_reserved := 0;
+    END IF;
+    -- A counter's lock comes first, then the releases it folds, and the budget row before the
+    -- running row: every writer takes them in that order, so two never wait on each other
+    -- crosswise.
+    IF d_reserved > 0 THEN
+        UPDATE sa_org_budget SET reserved = reserved + d_reserved WHERE org_id = org;
         IF FOUND THEN
-            WITH rel AS (DELETE FROM sa_budget_release WHERE org_id = org RETURNING reserved, running)
-            SELECT coalesce(sum(reserved), 0), coalesce(sum(running), 0) INTO f_reserved, f_running FROM rel;
-            IF f_reserved <> 0 OR f_running <> 0 THEN
-                UPDATE sa_org_budget SET reserved = reserved - f_reserved, running = running - f_running WHERE org_id = org;
+            WITH rel AS (DELETE FROM sa_budget_release WHERE org_id = org RETURNING reserved)
+            SELECT coalesce(sum(reserved), 0) INTO folded FROM rel;
+            IF folded <> 0 THEN
+                UPDATE sa_org_budget SET reserved = reserved - folded WHERE org_id = org;
             END IF;
         END IF;
-    ELSIF (d_reserved < 0 OR d_running < 0) AND EXISTS (SELECT 1 FROM sa_org_budget WHERE org_id = org) THEN
-        INSERT INTO sa_budget_release (org_id, reserved, running) VALUES (org, -d_reserved, -d_running);
+    ELSIF d_reserved < 0 AND EXISTS (SELECT 1 FROM sa_org_budget WHERE org_id = org) THEN
+        INSERT INTO sa_budget_release (org_id, reserved) VALUES (org, -d_reserved);
+    END IF;
+    IF d_running > 0 THEN
+        UPDATE sa_budget_running SET running = running + d_running WHERE org_id = org;
+        IF FOUND THEN
+            WITH rel AS (DELETE FROM sa_budget_running_release WHERE org_id = org RETURNING tokens)
+            SELECT coalesce(sum(tokens), 0) INTO folded FROM rel;
+            IF folded <> 0 THEN
+                UPDATE sa_budget_running SET running = running - folded WHERE org_id = org;
+            END IF;
+        END IF;
+    ELSIF d_running < 0 AND EXISTS (SELECT 1 FROM sa_budget_running WHERE org_id = org) THEN
+        INSERT INTO sa_budget_running_release (org_id, tokens) VALUES (org, -d_running);
     END IF;
     RETURN NULL;
 END;
@@ -68,13 +155,37 @@ $$;
 CREATE FUNCTION public.asterion_budget_seed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    seed_running BIGINT;
 BEGIN
     LOCK TABLE sa_job IN SHARE MODE;
     DELETE FROM sa_budget_release WHERE org_id = NEW.org_id;
+    DELETE FROM sa_budget_running_release WHERE org_id = NEW.org_id;
     SELECT coalesce(sum(budget_tokens), 0), coalesce(sum(budget_tokens) FILTER (WHERE state = 'running'), 0)
-    INTO NEW.reserved, NEW.running
+    INTO NEW.reserved, seed_running
     FROM sa_job WHERE org_id = NEW.org_id AND state IN ('queued', 'running');
+    -- A hold not yet taken is a reservation its jobs will not add again.
+    NEW.reserved := NEW.reserved + (SELECT coalesce(sum(tokens), 0) FROM sa_budget_hold WHERE org_id = NEW.org_id);
+    INSERT INTO sa_budget_running (org_id, running) VALUES (NEW.org_id, seed_running)
+    ON CONFLICT (org_id) DO UPDATE SET running = EXCLUDED.running;
     RETURN NEW;
+END;
+$$;
+
+-- Name: asterion_budget_take(uuid); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_take(hold uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    orgs TEXT;
+BEGIN
+    WITH h AS (DELETE FROM sa_budget_hold WHERE id = hold RETURNING org_id)
+    SELECT string_agg(org_id::text, ',') INTO orgs FROM h;
+    IF orgs IS NULL THEN
+        RAISE EXCEPTION 'budget hold % is gone', hold USING ERRCODE = 'AS001';
+    END IF;
+    PERFORM set_config('asterion.budget_held', ',' || orgs || ',', true);
 END;
 $$;
 
@@ -569,12 +680,34 @@ CREATE TABLE public.sa_batch_request (
     error_message text
 );
 
+-- Name: sa_budget_hold; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.sa_budget_hold (
+    id uuid NOT NULL,
+    org_id bigint NOT NULL,
+    tokens bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 -- Name: sa_budget_release; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.sa_budget_release (
     org_id bigint NOT NULL,
-    reserved bigint NOT NULL,
-    running bigint NOT NULL
+    reserved bigint NOT NULL
+);
+
+-- Name: sa_budget_running; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.sa_budget_running (
+    org_id bigint NOT NULL,
+    running bigint DEFAULT 0 NOT NULL
+);
+
+-- Name: sa_budget_running_release; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.sa_budget_running_release (
+    org_id bigint NOT NULL,
+    tokens bigint NOT NULL
 );
 
 -- Name: sa_chain; Type: TABLE; Schema: public; Owner: -
@@ -1070,7 +1203,6 @@ CREATE TABLE public.sa_org_budget (
     tokens bigint NOT NULL,
     period character varying(8) NOT NULL,
     reserved bigint DEFAULT 0 NOT NULL,
-    running bigint DEFAULT 0 NOT NULL,
     CONSTRAINT sa_org_budget_period_check CHECK (((period)::text = ANY ((ARRAY['day'::character varying, 'month'::character varying])::text[]))),
     CONSTRAINT sa_org_budget_tokens_check CHECK ((tokens >= 1))
 );
@@ -1294,6 +1426,16 @@ ALTER TABLE ONLY public.sa_batch
 ALTER TABLE ONLY public.sa_batch_request
     ADD CONSTRAINT sa_batch_request_pkey PRIMARY KEY (batch_id, line_no);
 
+-- Name: sa_budget_hold sa_budget_hold_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+
+ALTER TABLE ONLY public.sa_budget_hold
+    ADD CONSTRAINT sa_budget_hold_pkey PRIMARY KEY (id, org_id);
+
+-- Name: sa_budget_running sa_budget_running_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+
+ALTER TABLE ONLY public.sa_budget_running
+    ADD CONSTRAINT sa_budget_running_pkey PRIMARY KEY (org_id);
+
 -- Name: sa_chain sa_chain_created_by_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.sa_chain
@@ -1489,9 +1631,17 @@ CREATE INDEX idx_audit_org_created ON public.sa_audit USING btree (org_id, creat
 
 CREATE INDEX idx_audit_subject ON public.sa_audit USING btree (subject_type, subject_id);
 
+-- Name: idx_budget_hold_org; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX idx_budget_hold_org ON public.sa_budget_hold USING btree (org_id, created_at);
+
 -- Name: idx_budget_release_org; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX idx_budget_release_org ON public.sa_budget_release USING btree (org_id);
+
+-- Name: idx_budget_running_release_org; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX idx_budget_running_release_org ON public.sa_budget_running_release USING btree (org_id);
 
 -- Name: idx_chain_org_created; Type: INDEX; Schema: public; Owner: -
 
@@ -1768,6 +1918,10 @@ CREATE TRIGGER trg_sa_operation_count AFTER INSERT OR DELETE OR UPDATE OF status
 -- Name: sa_operation trg_sa_operation_updated_at; Type: TRIGGER; Schema: public; Owner: -
 
 CREATE TRIGGER trg_sa_operation_updated_at BEFORE UPDATE ON public.sa_operation FOR EACH ROW WHEN ((new.updated_at IS DISTINCT FROM now())) EXECUTE FUNCTION public.asterion_touch_updated_at();
+
+-- Name: sa_org_budget trg_sa_org_budget_forget; Type: TRIGGER; Schema: public; Owner: -
+
+CREATE TRIGGER trg_sa_org_budget_forget AFTER DELETE ON public.sa_org_budget FOR EACH ROW EXECUTE FUNCTION public.asterion_budget_forget();
 
 -- Name: sa_org_budget trg_sa_org_budget_seed; Type: TRIGGER; Schema: public; Owner: -
 

@@ -190,16 +190,17 @@ func TestBudgetCheckedAtStart(t *testing.T) {
 	}
 }
 
-// budgetCounters reads the reservations org's budget row holds (less the releases not folded
-// into it yet), and what its jobs hold.
+// budgetCounters reads the reservations org's budget counters hold (less the releases not
+// folded into them yet), and what its jobs hold.
 func budgetCounters(t *testing.T, e *tenv, org int64) (reserved, running, wantReserved, wantRunning int64) {
 	t.Helper()
 	err := e.D.Bun.QueryRowContext(context.Background(), `SELECT
 		b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
-		b.running - coalesce((SELECT sum(running) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		r.running - coalesce((SELECT sum(tokens) FROM sa_budget_running_release WHERE org_id = b.org_id), 0),
 		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state IN ('queued', 'running')), 0),
 		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state = 'running'), 0)
-		FROM sa_org_budget AS b WHERE b.org_id = ?`, org).Scan(&reserved, &running, &wantReserved, &wantRunning)
+		FROM sa_org_budget AS b JOIN sa_budget_running AS r ON r.org_id = b.org_id WHERE b.org_id = ?`, org).
+		Scan(&reserved, &running, &wantReserved, &wantRunning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,8 @@ func budgetCounters(t *testing.T, e *tenv, org int64) (reserved, running, wantRe
 // TestBudgetSeededWhileJobsAreWritten: a budget set while submits of its org are being
 // written starts from exactly the reservations of the jobs written before it, and counts
 // every job written after it, none twice and none missed; cancelling and finishing give the
-// reservations back, to nothing once every job has finished.
+// reservations back, to nothing once every job has finished, and changing the budget on the
+// way keeps the counters.
 func TestBudgetSeededWhileJobsAreWritten(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
@@ -258,6 +260,12 @@ func TestBudgetSeededWhileJobsAreWritten(t *testing.T) {
 	}
 	if reserved, _, want, _ := budgetCounters(t, e, e.O); reserved != want {
 		t.Fatalf("after cancelling five, the budget row holds %d reserved, the jobs %d", reserved, want)
+	}
+	// Changing the budget while the cancels' releases are still pending keeps one account.
+	setBudget(t, m, e.O, 2_000_000_000)
+	if reserved, running, want, wantRunning := budgetCounters(t, e, e.O); reserved != want || running != wantRunning {
+		t.Fatalf("after changing the budget, its counters hold %d reserved and %d running, the jobs %d and %d",
+			reserved, running, want, wantRunning)
 	}
 	jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
 	for _, id := range ids[5:] {

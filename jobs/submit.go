@@ -82,6 +82,9 @@ type SubmitRequest struct {
 	// (see recoverSubmits): written again, its rows collide with those of that transaction
 	// if it committed after all.
 	promptID, jobID uuid.UUID
+	// hold, when set, names the budget hold of the shared transaction that admitted this
+	// submit, given back when that transaction fails (see recoverSubmits).
+	hold uuid.UUID
 }
 
 // Submitted is the answer to an accepted prompt.

@@ -61,9 +61,17 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 		asks = append(asks, &batch[i].Req.adm)
 		seen = append(seen, i)
 	}
-	grants, err := s.door.Reserve(ctx, tx, asks)
+	// The reservations are held ahead of this transaction and taken by it (see admit.Hold),
+	// so that one org's groups lock its budget row only for the hold's own statement. When
+	// the transaction fails, Recover gives the hold back and writes each submit again alone
+	// through Reserve.
+	held, err := s.door.Hold(ctx, tx, asks)
 	if err != nil {
 		return err
+	}
+	grants := held.Grants
+	for _, i := range seen {
+		batch[i].Req.hold = held.ID
 	}
 	for k, i := range seen {
 		if grants[k].Err != nil {
@@ -89,6 +97,9 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 		if err := s.groupFault(len(prompts)); err != nil {
 			return err
 		}
+	}
+	if err := s.door.Take(ctx, tx, held); err != nil {
+		return err
 	}
 	res, err := s.insert.InsertManyTx(ctx, tx.Tx, vehicles)
 	if err != nil {
@@ -173,6 +184,16 @@ func parentsOf(ctx context.Context, tx bun.Tx, batch []*pendingSubmit) (map[uuid
 // recoverSubmits settles the submits of a shared transaction that failed with failure (see
 // intake.GroupSpec.Recover).
 func (s *Service) recoverSubmits(ctx context.Context, batch []*pendingSubmit, outcomes []intake.Outcome[Submitted], failure error) {
+	// The group's hold goes back first: its jobs are either written (and the hold taken with
+	// them) or not, and those written again below are admitted again.
+	if id := groupHold(batch); id != uuid.Nil {
+		if err := s.door.GiveBack(ctx, id); err != nil {
+			for i := range batch {
+				outcomes[i] = intake.Outcome[Submitted]{Err: fmt.Errorf("submit prompt: its transaction failed (%v): %w", failure, err)}
+			}
+			return
+		}
+	}
 	// Write records a submit's handle only once the statement that wrote its rows went
 	// through: only those may have been committed.
 	var maybe []uuid.UUID
@@ -218,6 +239,16 @@ func (s *Service) recoverSubmits(ctx context.Context, batch []*pendingSubmit, ou
 		s.log.Warn("a shared submit transaction failed but committed: its submits are answered as accepted",
 			"submits", len(batch), "written", settled, "err", failure)
 	}
+}
+
+// groupHold is the budget hold the submits of batch were admitted under, if any.
+func groupHold(batch []*pendingSubmit) uuid.UUID {
+	for _, p := range batch {
+		if p.Req.hold != uuid.Nil {
+			return p.Req.hold
+		}
+	}
+	return uuid.Nil
 }
 
 // isPresetRowCollision reports whether err is a unique violation on a row a submit writes

@@ -13,6 +13,7 @@ import (
 
 	"asterion/db"
 	"asterion/db/dbtest"
+	"asterion/jobs/admit"
 	"asterion/jobs/intake"
 )
 
@@ -238,4 +239,139 @@ func TestPanickingGroupAnswersEverySubmit(t *testing.T) {
 	if _, err := s.Submit(ctx, SubmitRequest{Viewer: Viewer{OrgID: org, UserID: user}, Prompt: "after the panic"}); err != nil {
 		t.Fatalf("submit after the panic: %v", err)
 	}
+}
+
+// budgetAccount reads what org's budget counter holds (less the releases not folded into it
+// yet), what its unfinished jobs reserve, and its holds not taken.
+func budgetAccount(t *testing.T, d *dbtest.DB, org int64) (counter, jobs, holds int64) {
+	t.Helper()
+	err := d.Bun.QueryRowContext(context.Background(), `SELECT
+		b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		coalesce((SELECT sum(budget_tokens) FROM sa_job WHERE org_id = b.org_id AND state IN ('queued', 'running')), 0),
+		coalesce((SELECT sum(tokens) FROM sa_budget_hold WHERE org_id = b.org_id), 0)
+		FROM sa_org_budget AS b WHERE b.org_id = ?`, org).Scan(&counter, &jobs, &holds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counter, jobs, holds
+}
+
+// TestGroupHoldsItsBudgetAheadOfItsTransaction: a group's reservations are held against its
+// org's budget before its transaction writes the jobs, and every way that transaction ends
+// leaves one account, the budget counter equal to what the org's jobs reserve:
+//   - committed: the transaction took the hold, and its jobs added nothing of their own;
+//   - failed: the hold was given back, and each submit admitted again alone;
+//   - its hold gone before it was taken (given back, or swept as a dead process's): the
+//     transaction failed rather than write jobs no reservation covers, and each submit was
+//     admitted again alone;
+//   - never taken (its process died): the hold is swept by the org's next hold once older
+//     than any submit lives.
+//
+// Another submit while a hold is out sees the hold's reservation: the budget's room is taken.
+func TestGroupHoldsItsBudgetAheadOfItsTransaction(t *testing.T) {
+	t.Parallel()
+	s, d, org, user := newInternalService(t, "held")
+	ctx := context.Background()
+	v := Viewer{OrgID: org, UserID: user}
+	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, ?, 'day')", org, 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(label string, wantJobs int) {
+		t.Helper()
+		counter, jobs, holds := budgetAccount(t, d, org)
+		var n int
+		if err := d.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_job WHERE org_id = ?", org).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if counter != jobs || holds != 0 || n != wantJobs {
+			t.Errorf("%s: the counter holds %d, the jobs reserve %d, holds %d, %d jobs; want the counter equal to the jobs, no hold, %d jobs",
+				label, counter, jobs, holds, n, wantJobs)
+		}
+	}
+	flush := func(label string, n int) []error {
+		t.Helper()
+		batch := waitingSubmits(t, ctx, s, v, label, n)
+		s.submits.Flush(ctx, batch)
+		var errs []error
+		for _, p := range batch {
+			errs = append(errs, (<-p.Done()).Err)
+		}
+		return errs
+	}
+	allAccepted := func(label string, errs []error) {
+		t.Helper()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: submit %d: %v", label, i, err)
+			}
+		}
+	}
+
+	// Committed.
+	var during int64
+	s.groupFault = func(n int) error {
+		if n == 3 {
+			// The hold is out, not taken yet: it already stands in the counter.
+			counter, jobs, holds := budgetAccount(t, d, org)
+			during = counter - jobs - holds
+			if holds < 3 {
+				t.Errorf("the hold of 3 submits holds %d tokens", holds)
+			}
+		}
+		return nil
+	}
+	allAccepted("committed", flush("committed", 3))
+	if during != 0 {
+		t.Errorf("while the hold was out the counter was %d off the jobs and the hold", during)
+	}
+	settled("committed", 3)
+
+	// Failed.
+	var groups []int
+	s.groupFault = func(n int) error {
+		groups = append(groups, n)
+		if n > 1 {
+			return errors.New("injected failure of a shared transaction")
+		}
+		return nil
+	}
+	allAccepted("failed", flush("failed", 3))
+	if len(groups) != 1 || groups[0] != 3 {
+		t.Errorf("groups written %v, want the failed group of 3 (then each submit alone, outside any group)", groups)
+	}
+	settled("failed", 6)
+
+	// Its hold gone before it was taken.
+	s.groupFault = func(n int) error {
+		if n == 3 {
+			if _, err := d.Bun.ExecContext(ctx, "SELECT asterion_budget_giveback(id) FROM sa_budget_hold WHERE org_id = ?", org); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	}
+	allAccepted("gone", flush("gone", 3))
+	settled("gone", 9)
+	s.groupFault = nil
+
+	// Never taken: a hold whose process died, older than any submit lives.
+	var dead *admit.Held
+	r := waitingSubmits(t, ctx, s, v, "dead", 1)[0].Req.adm
+	e := int64(r.Estimate())
+	err := d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		dead, err = s.door.Hold(ctx, tx, []*admit.Request{&r})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, holds := budgetAccount(t, d, org); holds != e {
+		t.Fatalf("the dead process's hold holds %d, want %d", holds, e)
+	}
+	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_budget_hold SET created_at = created_at - interval '11 minutes' WHERE id = ?", dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	allAccepted("after the dead hold", flush("after", 1))
+	settled("after the dead hold", 10)
 }

@@ -68,10 +68,14 @@ type config struct {
 	// adminURL is given.
 	clusterDir string
 	// budget, when positive, gives the Asterion side's org a daily token budget that large, so
-	// that every submit and start reserves against it (admission's locked path) instead of
-	// finding no budget.
+	// that every submit and start reserves against it instead of finding no budget.
 	budget int64
 }
+
+// defaultBudget is the suite's budget for the Asterion side's org: far more than any phase
+// spends, so it is never reached, and every submit and start pays for its reservation, as with
+// every feature on.
+const defaultBudget = 1_000_000_000_000
 
 // scaled is n times the load scale, at least 1.
 func (c config) scaled(n int) int { return max(1, int(float64(n)*c.loadScale)) }
@@ -131,7 +135,7 @@ func run() error {
 	flag.IntVar(&cfg.pageRequests, "page-requests", 200, "sequential requests per page and size in the pages phase")
 	flag.StringVar(&cfg.growthSizes, "growth-sizes", "1000,10000,100000", "backlog sizes of the growth phase")
 	flag.IntVar(&cfg.batchLines, "batch-lines", 50000, "request lines of the batch phase's file")
-	flag.Int64Var(&cfg.budget, "budget", 0, "a daily token budget for the Asterion side's org (0: none), to measure admission's reservation")
+	flag.Int64Var(&cfg.budget, "budget", defaultBudget, "the daily token budget of the Asterion side's org, so that every submit and start reserves (0: none)")
 	flag.Float64Var(&cfg.loadScale, "load-scale", 1, "scale of the chunks, inflight, governed and fairness phases (below 1 while developing them)")
 	flag.Parse()
 	ctx := context.Background()
@@ -232,7 +236,7 @@ func run() error {
 		return err
 	}
 
-	rep := report{Machine: machine(), StartedAt: time.Now().UTC()}
+	rep := report{Machine: machine(), StartedAt: time.Now().UTC(), Budget: cfg.budget}
 	for _, pair := range []struct {
 		t        *target
 		p        *probe

@@ -51,6 +51,10 @@ type Request struct {
 	checked  bool
 }
 
+// Estimate is the reservation the request will carry against its org's budget once admitted
+// (0 before Check).
+func (r *Request) Estimate() int { return r.estimate }
+
 // Ticket is the proof that a job was admitted: Reserve hands one out for each job it admits,
 // and the job writer refuses a job without one. Tokens is the job's reservation.
 type Ticket struct {
@@ -159,7 +163,6 @@ var errUnchecked = errors.New("admit: Reserve of a request that did not pass Che
 // hold until tx ends, so the check and the reservation are one step across every process. A
 // returned error means tx is unusable.
 func (a *Admission) Reserve(ctx context.Context, tx bun.Tx, reqs []*Request) ([]Grant, error) {
-	out := make([]Grant, len(reqs))
 	orgs := make([]int64, 0, len(reqs))
 	for _, r := range reqs {
 		if !r.checked {
@@ -168,13 +171,20 @@ func (a *Admission) Reserve(ctx context.Context, tx bun.Tx, reqs []*Request) ([]
 		orgs = append(orgs, r.OrgID)
 	}
 	if len(orgs) == 0 {
-		return out, nil
+		return []Grant{}, nil
 	}
 	now := a.cfg.Now().UTC()
 	budgets, err := lockBudgets(ctx, tx, orgs, now)
 	if err != nil {
 		return nil, err
 	}
+	return a.grant(ctx, tx, reqs, budgets, now)
+}
+
+// grant decides each of reqs in order against the org's queue quota and the budgets read at
+// now, counting the requests granted before it.
+func (a *Admission) grant(ctx context.Context, tx bun.Tx, reqs []*Request, budgets map[int64]budgetRow, now time.Time) ([]Grant, error) {
+	out := make([]Grant, len(reqs))
 	standings := make(map[int64]*standing, len(budgets))
 	active := map[int64]*int64{}
 	for i, r := range reqs {
@@ -197,7 +207,7 @@ func (a *Admission) Reserve(ctx context.Context, tx bun.Tx, reqs []*Request) ([]
 		if b, ok := budgets[r.OrgID]; ok {
 			st := standings[r.OrgID]
 			if st == nil {
-				s, err := standingOf(b, false, now)
+				s, err := standingOf(b, now)
 				if err != nil {
 					return nil, err
 				}

@@ -131,3 +131,63 @@ func TestReserve(t *testing.T) {
 		t.Error("an unchecked request was reserved")
 	}
 }
+
+// TestHold: a hold decides as Reserve does (the first two of three requests of 10 tokens fit a
+// budget of 15), holds what it granted in the budget's counter and a hold row, and a hold given
+// back returns its tokens once, however often it is given back.
+func TestHold(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	var org int64
+	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES ('hold') RETURNING id").Scan(&org); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')", org); err != nil {
+		t.Fatal(err)
+	}
+	a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []*admit.Request
+	for range 3 {
+		r := &admit.Request{OrgID: org, UserID: 1, Text: "four", MaxTokens: 9}
+		if err := a.Check(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, r)
+	}
+	var h *admit.Held
+	err = d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		h, err = a.Hold(ctx, tx, reqs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var be *admit.BudgetExhaustedError
+	if !h.Grants[0].Ticket.Valid() || !h.Grants[1].Ticket.Valid() || !errors.As(h.Grants[2].Err, &be) || be.Reserved != 20 || be.Budget != 15 {
+		t.Fatalf("grants %+v (refusal %+v), want two tickets and a refusal seeing 20 reserved of 15", h.Grants, be)
+	}
+	standing := func() (counter, held int64) {
+		t.Helper()
+		if err := d.Bun.QueryRowContext(ctx, `SELECT b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+			coalesce((SELECT sum(tokens) FROM sa_budget_hold WHERE org_id = b.org_id), 0) FROM sa_org_budget AS b WHERE b.org_id = ?`, org).
+			Scan(&counter, &held); err != nil {
+			t.Fatal(err)
+		}
+		return counter, held
+	}
+	if counter, held := standing(); counter != 20 || held != 20 {
+		t.Errorf("after the hold the counter holds %d and the hold %d, want 20 and 20", counter, held)
+	}
+	for range 2 {
+		if err := a.GiveBack(ctx, h.ID); err != nil {
+			t.Fatal(err)
+		}
+		if counter, held := standing(); counter != 0 || held != 0 {
+			t.Errorf("after giving the hold back the counter holds %d and the hold %d, want none", counter, held)
+		}
+	}
+}

@@ -30,15 +30,15 @@ func (e *BudgetWaitError) Error() string {
 func (e *BudgetWaitError) Unwrap() error { return ErrBudgetWait }
 
 // budgetRow is an org's budget, locked for one admission or start, with what stands against
-// it: the period's recorded usage and the reservations of the org's unfinished and running
-// jobs (kept in the row by a trigger on the jobs).
+// it: the period's recorded usage and the reservations the door checks (of the org's
+// unfinished jobs for an admission, of its running ones for a start), kept in counters by a
+// trigger on the jobs.
 type budgetRow struct {
 	OrgID    int64  `bun:"org_id"`
 	Tokens   int64  `bun:"tokens"`
 	Period   string `bun:"period"`
 	Used     int64  `bun:"used"`
 	Reserved int64  `bun:"reserved"`
-	Running  int64  `bun:"running"`
 }
 
 // lockBudgets locks the budgets of orgs in tx and returns them by org, as they stand at now.
@@ -75,24 +75,19 @@ func (s standing) refusal(now time.Time) *BudgetExhaustedError {
 		Resets: s.resets, Seconds: secondsUntil(now, s.resets)}
 }
 
-// standingOf is where the locked budget b stands at now, counting the reservations of its
-// org's unfinished jobs, or only of its running ones.
-func standingOf(b budgetRow, runningOnly bool, now time.Time) (standing, error) {
+// standingOf is where the locked budget b stands at now.
+func standingOf(b budgetRow, now time.Time) (standing, error) {
 	p, err := usage.ParsePeriod(b.Period)
 	if err != nil {
 		return standing{}, fmt.Errorf("budget of org %d: %w", b.OrgID, err)
 	}
 	_, end := p.Bounds(now)
-	reserved := b.Reserved
-	if runningOnly {
-		reserved = b.Running
-	}
-	return standing{budget: b, used: b.Used, reserved: reserved, resets: end}, nil
+	return standing{budget: b, used: b.Used, reserved: b.Reserved, resets: end}, nil
 }
 
 // Start applies the budget to a job of org about to start, inside the transaction that starts
-// it: the org's budget row stays locked until that transaction ends, so two starts never both
-// take the last of a budget. It returns nil when the job may start (or the org has no budget)
+// it: the org's running counter stays locked until that transaction ends, so two starts never
+// both take the last of a budget (an admission, which locks the budget row, does not wait). It returns nil when the job may start (or the org has no budget)
 // and a *BudgetWaitError when the period's usage plus the reservations of the org's running
 // jobs reached the budget.
 func (a *Admission) Start(ctx context.Context, tx bun.Tx, orgID int64) error {
@@ -100,15 +95,14 @@ func (a *Admission) Start(ctx context.Context, tx bun.Tx, orgID int64) error {
 		return nil
 	}
 	now := a.cfg.Now().UTC()
-	budgets, err := lockBudgets(ctx, tx, []int64{orgID}, now)
-	if err != nil {
-		return err
+	var rows []budgetRow
+	if err := tx.NewRaw(lockRunningSQL, now, orgID).Scan(ctx, &rows); err != nil {
+		return fmt.Errorf("lock the running budget of org %d: %w", orgID, err)
 	}
-	b, ok := budgets[orgID]
-	if !ok {
+	if len(rows) == 0 {
 		return nil
 	}
-	st, err := standingOf(b, true, now)
+	st, err := standingOf(rows[0], now)
 	if err != nil {
 		return err
 	}

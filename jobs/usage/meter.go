@@ -174,8 +174,10 @@ func (m *Meter) SetBudget(ctx context.Context, orgID int64, b Budget) error {
 		if _, perr := ParsePeriod(string(b.Period)); perr != nil {
 			return perr
 		}
+		// The row's seed trigger runs on the update path too, dropping the org's pending
+		// releases as it counts the reservations afresh: the update takes that count.
 		_, err = m.cfg.DB.NewInsert().Model(&db.OrgBudget{OrgID: orgID, Tokens: b.Tokens, Period: string(b.Period)}).
-			On("CONFLICT (org_id) DO UPDATE").Set("tokens = EXCLUDED.tokens, period = EXCLUDED.period").Exec(ctx)
+			On("CONFLICT (org_id) DO UPDATE").Set("tokens = EXCLUDED.tokens, period = EXCLUDED.period, reserved = EXCLUDED.reserved").Exec(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("set the budget of org %d: %w", orgID, err)
