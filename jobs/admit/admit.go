@@ -155,6 +155,16 @@ type Grant struct {
 // errUnchecked refuses a request that did not pass Check first.
 var errUnchecked = errors.New("admit: Reserve of a request that did not pass Check")
 
+// allChecked refuses reqs unless every one passed Check.
+func allChecked(reqs []*Request) error {
+	for _, r := range reqs {
+		if !r.checked {
+			return errUnchecked
+		}
+	}
+	return nil
+}
+
 // Reserve admits the checked requests reqs inside tx, the transaction that will write their
 // jobs. An org at its queue quota (counting the requests of reqs admitted before) is refused.
 // For each org with a budget it locks the budget and refuses the org's requests once the
@@ -163,15 +173,15 @@ var errUnchecked = errors.New("admit: Reserve of a request that did not pass Che
 // hold until tx ends, so the check and the reservation are one step across every process. A
 // returned error means tx is unusable.
 func (a *Admission) Reserve(ctx context.Context, tx bun.Tx, reqs []*Request) ([]Grant, error) {
+	if err := allChecked(reqs); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return []Grant{}, nil
+	}
 	orgs := make([]int64, 0, len(reqs))
 	for _, r := range reqs {
-		if !r.checked {
-			return nil, errUnchecked
-		}
 		orgs = append(orgs, r.OrgID)
-	}
-	if len(orgs) == 0 {
-		return []Grant{}, nil
 	}
 	now := a.cfg.Now().UTC()
 	budgets, err := lockBudgets(ctx, tx, orgs, now)

@@ -87,9 +87,9 @@ func standingOf(b budgetRow, now time.Time) (standing, error) {
 
 // Start applies the budget to a job of org about to start, inside the transaction that starts
 // it: the org's running counter stays locked until that transaction ends, so two starts never
-// both take the last of a budget (an admission, which locks the budget row, does not wait). It returns nil when the job may start (or the org has no budget)
-// and a *BudgetWaitError when the period's usage plus the reservations of the org's running
-// jobs reached the budget.
+// both take the last of a budget (an admission, which locks the budget row, does not wait). It
+// returns nil when the job may start (or the org has no budget) and a *BudgetWaitError when
+// the period's usage plus the reservations of the org's running jobs reached the budget.
 func (a *Admission) Start(ctx context.Context, tx bun.Tx, orgID int64) error {
 	if orgID <= 0 {
 		return nil

@@ -22,10 +22,9 @@ import (
 type Held struct {
 	// Grants holds each request's Ticket or refusal, as Reserve's answer does.
 	Grants []Grant
-	// ID names the hold; held says whether it holds anything (some budgeted org had a
-	// request granted).
-	ID   uuid.UUID
-	held bool
+	// ID names the hold, or is uuid.Nil when it holds nothing (no budgeted org had a request
+	// granted): there is then nothing to take or give back.
+	ID uuid.UUID
 }
 
 // holdRow is the hold function's answer for one budgeted org.
@@ -47,18 +46,15 @@ type holdRow struct {
 // transaction while they hold must be fewer than the pool's connections (the submit path's
 // writers are a handful).
 func (a *Admission) Hold(ctx context.Context, tx bun.Tx, reqs []*Request) (*Held, error) {
-	for _, r := range reqs {
-		if !r.checked {
-			return nil, errUnchecked
-		}
+	if err := allChecked(reqs); err != nil {
+		return nil, err
 	}
 	now := a.cfg.Now().UTC()
-	h := &Held{ID: uuid.New()}
 	grants, err := a.grant(ctx, tx, reqs, nil, now)
 	if err != nil {
 		return nil, err
 	}
-	h.Grants = grants
+	h := &Held{Grants: grants}
 	var orgs, tokens []int64
 	for i, r := range reqs {
 		if grants[i].Err == nil {
@@ -69,13 +65,14 @@ func (a *Admission) Hold(ctx context.Context, tx bun.Tx, reqs []*Request) (*Held
 	if len(orgs) == 0 {
 		return h, nil
 	}
+	id := uuid.New()
 	var rows []holdRow
-	if err := a.cfg.DB.NewRaw(holdSQL, h.ID, pgdialect.Array(orgs), pgdialect.Array(tokens), now).Scan(ctx, &rows); err != nil {
+	if err := a.cfg.DB.NewRaw(holdSQL, id, pgdialect.Array(orgs), pgdialect.Array(tokens), now).Scan(ctx, &rows); err != nil {
 		return nil, fmt.Errorf("hold the reservations of %d requests: %w", len(orgs), err)
 	}
 	for _, row := range rows {
 		if row.Granted > 0 {
-			h.held = true
+			h.ID = id
 		}
 		st, err := standingOf(budgetRow{OrgID: row.OrgID, Tokens: row.Budget, Period: row.Period, Used: row.Used, Reserved: row.Reserved}, now)
 		if err != nil {
@@ -99,7 +96,7 @@ func (a *Admission) Hold(ctx context.Context, tx bun.Tx, reqs []*Request) (*Held
 // unusable, when the hold is gone (given back already); the requests must then be admitted
 // again with Reserve.
 func (a *Admission) Take(ctx context.Context, tx bun.Tx, h *Held) error {
-	if !h.held {
+	if h.ID == uuid.Nil {
 		return nil
 	}
 	if _, err := tx.NewRaw(takeSQL, h.ID).Exec(ctx); err != nil {
@@ -109,8 +106,12 @@ func (a *Admission) Take(ctx context.Context, tx bun.Tx, h *Held) error {
 }
 
 // GiveBack gives back the hold named id, whose transaction did not commit or may not have:
-// a hold its committed transaction took is gone, and nothing is given back twice.
+// a hold its committed transaction took is gone, and nothing is given back twice. uuid.Nil
+// names no hold.
 func (a *Admission) GiveBack(ctx context.Context, id uuid.UUID) error {
+	if id == uuid.Nil {
+		return nil
+	}
 	if _, err := a.cfg.DB.NewRaw(giveBackSQL, id).Exec(ctx); err != nil {
 		return fmt.Errorf("give back budget hold %s: %w", id, err)
 	}
