@@ -35,6 +35,7 @@ BEGIN
     DELETE FROM sa_budget_running_release WHERE org_id = OLD.org_id;
     DELETE FROM sa_budget_release WHERE org_id = OLD.org_id;
     DELETE FROM sa_budget_hold WHERE org_id = OLD.org_id;
+    DELETE FROM sa_budget_start_hold WHERE org_id = OLD.org_id;
     RETURN NULL;
 END;
 $$;
@@ -104,6 +105,7 @@ DECLARE
     d_reserved BIGINT := 0;
     d_running  BIGINT := 0;
     folded     BIGINT;
+    held       BIGINT;
 BEGIN
     IF TG_OP <> 'DELETE' THEN
         IF NEW.state IN ('queued', 'running') THEN d_reserved := NEW.budget_tokens; END IF;
@@ -118,6 +120,12 @@ BEGIN
     IF TG_OP = 'INSERT' AND d_reserved > 0
        AND strpos(coalesce(current_setting('asterion.budget_held', true), ''), ',' || org || ',') > 0 THEN
         d_reserved := 0;
+    END IF;
+    IF TG_OP = 'UPDATE' AND d_running > 0 THEN
+        DELETE FROM sa_budget_start_hold AS h WHERE h.job_id = NEW.id RETURNING h.tokens INTO held;
+        IF FOUND THEN
+            d_running := d_running - held;
+        END IF;
     END IF;
     -- A counter's lock comes first, then the releases it folds, and the budget row before the
     -- running row: every writer takes them in that order, so two never wait on each other
@@ -166,9 +174,75 @@ BEGIN
     FROM sa_job WHERE org_id = NEW.org_id AND state IN ('queued', 'running');
     -- A hold not yet taken is a reservation its jobs will not add again.
     NEW.reserved := NEW.reserved + (SELECT coalesce(sum(tokens), 0) FROM sa_budget_hold WHERE org_id = NEW.org_id);
+    seed_running := seed_running + (SELECT coalesce(sum(tokens), 0) FROM sa_budget_start_hold WHERE org_id = NEW.org_id);
     INSERT INTO sa_budget_running (org_id, running) VALUES (NEW.org_id, seed_running)
     ON CONFLICT (org_id) DO UPDATE SET running = EXCLUDED.running;
     RETURN NEW;
+END;
+$$;
+
+-- Name: asterion_budget_start_giveback(uuid, uuid); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_start_giveback(job uuid, hold uuid) RETURNS void
+    LANGUAGE sql
+    AS $$
+    WITH h AS (DELETE FROM sa_budget_start_hold WHERE job_id = job AND id = hold RETURNING org_id, tokens)
+    INSERT INTO sa_budget_running_release (org_id, tokens) SELECT org_id, tokens FROM h;
+$$;
+
+-- Name: asterion_budget_start_hold(uuid, uuid, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_start_hold(hold uuid, job uuid, at_time timestamp with time zone) RETURNS TABLE(outcome text, budget bigint, period text, used bigint, running bigint)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    org    BIGINT;
+    t      BIGINT;
+    r      BIGINT;
+    b      sa_org_budget%ROWTYPE;
+    folded BIGINT;
+    swept  BIGINT;
+    u      BIGINT;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT j.org_id, j.budget_tokens INTO org, t FROM sa_job AS j WHERE j.id = job AND j.state = 'queued';
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT x.running INTO r FROM sa_budget_running AS x WHERE x.org_id = org FOR UPDATE;
+    IF FOUND THEN
+        SELECT * INTO b FROM sa_org_budget AS x WHERE x.org_id = org;
+    END IF;
+    IF NOT FOUND THEN
+        outcome := 'unbudgeted'; budget := 0; period := ''; used := 0; running := 0;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    WITH rel AS (DELETE FROM sa_budget_running_release AS x WHERE x.org_id = org RETURNING x.tokens)
+    SELECT coalesce(sum(rel.tokens), 0) INTO folded FROM rel;
+    WITH old AS (DELETE FROM sa_budget_start_hold AS h WHERE h.org_id = org AND h.created_at < now() - interval '10 minutes'
+                 RETURNING h.tokens)
+    SELECT coalesce(sum(old.tokens), 0) INTO swept FROM old;
+    SELECT coalesce(sum(p.tokens), 0) INTO u FROM sa_usage_period AS p
+    WHERE p.org_id = org AND p.period = b.period AND p.period_start = date_trunc(b.period, at_time, 'UTC');
+    r := r - folded - swept;
+    IF u + r >= b.tokens THEN
+        outcome := 'full';
+    ELSE
+        INSERT INTO sa_budget_start_hold (job_id, id, org_id, tokens) VALUES (job, hold, org, t)
+        ON CONFLICT (job_id) DO NOTHING;
+        IF FOUND THEN
+            r := r + t;
+            outcome := 'held';
+        ELSE
+            outcome := 'other';
+        END IF;
+    END IF;
+    IF folded <> 0 OR swept <> 0 OR outcome = 'held' THEN
+        UPDATE sa_budget_running AS x SET running = r WHERE x.org_id = org;
+    END IF;
+    budget := b.tokens; period := b.period; used := u; running := r;
+    RETURN NEXT;
 END;
 $$;
 
@@ -708,6 +782,16 @@ CREATE TABLE public.sa_budget_running (
 CREATE TABLE public.sa_budget_running_release (
     org_id bigint NOT NULL,
     tokens bigint NOT NULL
+);
+
+-- Name: sa_budget_start_hold; Type: TABLE; Schema: public; Owner: -
+
+CREATE TABLE public.sa_budget_start_hold (
+    job_id uuid NOT NULL,
+    id uuid NOT NULL,
+    org_id bigint NOT NULL,
+    tokens bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 -- Name: sa_chain; Type: TABLE; Schema: public; Owner: -
@@ -1436,6 +1520,11 @@ ALTER TABLE ONLY public.sa_budget_hold
 ALTER TABLE ONLY public.sa_budget_running
     ADD CONSTRAINT sa_budget_running_pkey PRIMARY KEY (org_id);
 
+-- Name: sa_budget_start_hold sa_budget_start_hold_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+
+ALTER TABLE ONLY public.sa_budget_start_hold
+    ADD CONSTRAINT sa_budget_start_hold_pkey PRIMARY KEY (job_id);
+
 -- Name: sa_chain sa_chain_created_by_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.sa_chain
@@ -1642,6 +1731,10 @@ CREATE INDEX idx_budget_release_org ON public.sa_budget_release USING btree (org
 -- Name: idx_budget_running_release_org; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX idx_budget_running_release_org ON public.sa_budget_running_release USING btree (org_id);
+
+-- Name: idx_budget_start_hold_org; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX idx_budget_start_hold_org ON public.sa_budget_start_hold USING btree (org_id, created_at);
 
 -- Name: idx_chain_org_created; Type: INDEX; Schema: public; Owner: -
 

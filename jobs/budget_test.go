@@ -153,14 +153,20 @@ func TestBudgetHoldsAcrossProcesses(t *testing.T) {
 
 // TestBudgetCheckedAtStart: eight jobs scheduled for a moment later are accepted before their
 // org has a budget; once it has one, a job starts only while the usage plus the reservations
-// of the org's running jobs is below it. Three of the eight start (the third saw two jobs'
-// reservations, below the budget), the other five wait saying why and never start, until the
-// budget is cleared and they all run.
+// of the org's running jobs is below it, whichever of two processes' workers starts it. Three
+// of the eight start (the third saw two jobs' reservations, below the budget), the other five
+// wait saying why and never start, until the budget is cleared and they all run.
 func TestBudgetCheckedAtStart(t *testing.T) {
 	t.Parallel()
 	var m *usage.Meter
 	e := newEnv(t, jobstest.InstantSim(), withMeter(t, &m))
 	ctx := context.Background()
+	second, err := db.Open(ctx, db.OpenConfig{URL: e.D.URL, WaitFor: 5 * time.Second, MaxOpenConns: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Close() })
+	other := jobstest.NewService(t, &dbtest.DB{Bun: second, Pool: e.D.Pool, URL: e.D.URL}, jobstest.InstantSim())
 	at := time.Now().Add(time.Second)
 	var ids []uuid.UUID
 	for i := range 8 {
@@ -169,7 +175,8 @@ func TestBudgetCheckedAtStart(t *testing.T) {
 	}
 	estimate := int64(e.Job(ids[0]).BudgetTokens)
 	setBudget(t, m, e.O, 2*estimate+1)
-	jobstest.StartRuntime(t, e.D.Pool, e.S, 8)
+	jobstest.StartRuntime(t, e.D.Pool, e.S, 4)
+	jobstest.StartRuntime(t, e.D.Pool, other, 4)
 	count := func(state, waiting string) int {
 		return e.Count("SELECT count(*) FROM sa_job WHERE org_id = ? AND state = ? AND coalesce(waiting_for, '') = ?", e.O, state, waiting)
 	}
@@ -178,6 +185,13 @@ func TestBudgetCheckedAtStart(t *testing.T) {
 	})
 	if running := count("running", ""); running != 3 {
 		t.Errorf("%d jobs running beside the five waiting, want 3", running)
+	}
+	// Every start's reservation is in the running counter once, and no start hold is left over.
+	if _, running, _, want := budgetCounters(t, e, e.O); running != want {
+		t.Errorf("the running counter holds %d, the running jobs %d", running, want)
+	}
+	if left := e.Count("SELECT count(*) FROM sa_budget_start_hold WHERE org_id = ?", e.O); left != 0 {
+		t.Errorf("%d start holds left over", left)
 	}
 	setBudget(t, m, e.O, 0)
 	jobstest.WaitFor(t, 60*time.Second, "all eight to start once the budget is cleared", func() bool {

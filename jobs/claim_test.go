@@ -27,7 +27,7 @@ func TestClaimReadsThePromptAndLocksTheOperationInOneStatement(t *testing.T) {
 	if err := d.Bun.NewSelect().Model(&queued).Where("id = ?", sub.JobID).Scan(ctx); err != nil {
 		t.Fatal(err)
 	}
-	moved, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, "worker-1/claim")
+	moved, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, "worker-1/claim", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestClaimReadsThePromptAndLocksTheOperationInOneStatement(t *testing.T) {
 		t.Errorf("stored operation: status %s history %d; want running at 2", op.Status, op.HistorySeq)
 	}
 	// A claim that does not apply reads nothing and changes nothing.
-	if _, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, "worker-2/claim"); err != errNoChange {
+	if _, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, "worker-2/claim", false); err != errNoChange {
 		t.Errorf("second claim: %v, want errNoChange", err)
 	}
 }
@@ -105,7 +105,7 @@ func TestClaimOfAJobThisProcessClaimedButNobodyRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			lost := "w-here/" + c.name
-			if _, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, lost); err != nil {
+			if _, err := s.claimQueued(ctx, queued.ID, 0, *queued.RiverJobID, lost, false); err != nil {
 				t.Fatal(err)
 			}
 			if c.held {

@@ -57,16 +57,18 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 	// The common case, a queued job on its own vehicle, is one conditional UPDATE; anything
 	// else (a stale vehicle, a job already running or settled) takes the locked look below.
 	c := newClaim(workerID)
-	moved, err := s.claimQueued(ctx, jobID, orgID, riverJobID, c)
+	moved, err := s.claimHeld(ctx, jobID, orgID, riverJobID, c)
 	switch {
 	case err == nil:
 		return claimResult{outcome: claimed, job: moved.Job, prompt: &moved.Prompt, claim: c}, nil
 	case errors.Is(err, fairshare.ErrAtCap):
 		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
 		return claimResult{outcome: claimWait, wait: s.share.CapRecheck(), reason: "the org runs its most jobs at once"}, nil
-	case !errors.Is(err, errNoChange):
+	case !errors.Is(err, errNoChange) && !errors.Is(err, admit.ErrBudgetWait):
 		return claimResult{}, err
 	}
+	// The locked look decides a job whose budget had no room as well: it checks again under the
+	// running counter's lock and says why the job waits.
 	var res claimResult
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var job db.Job
@@ -141,11 +143,29 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 	return res, err
 }
 
+// claimHeld holds the start's running reservation against the org's budget, then claims the
+// queued job (claimQueued), giving the hold back when the claim did not happen. It returns an
+// error matching admit.ErrBudgetWait when the budget has no room.
+func (s *Service) claimHeld(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, claim string) (movedJob, error) {
+	hold, err := s.door.HoldStart(ctx, jobID, orgID)
+	if err != nil {
+		return movedJob{}, err
+	}
+	moved, err := s.claimQueued(ctx, jobID, orgID, riverJobID, claim, hold.Held())
+	if err != nil {
+		if gerr := s.door.GiveBackStart(context.WithoutCancel(ctx), hold); gerr != nil {
+			s.log.Warn("a start hold was not given back; a later start of its org sweeps it", "job_id", jobID, "err", gerr)
+		}
+	}
+	return moved, err
+}
+
 // claimQueued moves a queued job still carried by riverJobID to running under claim, in one
 // transaction, and reads its prompt in the same statement; errNoChange means the job is in any
 // other situation, or its org's budget has no room for one more running job (the locked claim
-// then says it waits). A budgeted org's claim locks the budget row in that one statement.
-func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, claim string) (movedJob, error) {
+// then says it waits). Unless the start is held, a budgeted org's claim checks the budget under
+// the running counter's lock in that one statement.
+func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64, riverJobID int64, claim string, held bool) (movedJob, error) {
 	var moved movedJob
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if err := s.share.UnderRunningCap(ctx, tx, orgID); err != nil {
@@ -153,7 +173,9 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 		}
 		w := db.NewWrites(tx)
 		ch := claimChange(jobID, riverJobID, claim)
-		ch.where = append(ch.where, is(admit.StartRoomSQL))
+		if !held {
+			ch.where = append(ch.where, is(admit.StartRoomSQL))
+		}
 		ch.prompt = true
 		var err error
 		if moved, err = s.move(ctx, w, ch); err != nil {

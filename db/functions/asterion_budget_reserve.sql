@@ -22,6 +22,7 @@ DECLARE
     d_reserved BIGINT := 0;
     d_running  BIGINT := 0;
     folded     BIGINT;
+    held       BIGINT;
 BEGIN
     IF TG_OP <> 'DELETE' THEN
         IF NEW.state IN ('queued', 'running') THEN d_reserved := NEW.budget_tokens; END IF;
@@ -36,6 +37,12 @@ BEGIN
     IF TG_OP = 'INSERT' AND d_reserved > 0
        AND strpos(coalesce(current_setting('asterion.budget_held', true), ''), ',' || org || ',') > 0 THEN
         d_reserved := 0;
+    END IF;
+    IF TG_OP = 'UPDATE' AND d_running > 0 THEN
+        DELETE FROM sa_budget_start_hold AS h WHERE h.job_id = NEW.id RETURNING h.tokens INTO held;
+        IF FOUND THEN
+            d_running := d_running - held;
+        END IF;
     END IF;
     -- A counter's lock comes first, then the releases it folds, and the budget row before the
     -- running row: every writer takes them in that order, so two never wait on each other

@@ -70,9 +70,10 @@ func (t Ticket) Tokens() int { return t.tokens }
 
 // Admission applies the rules of Config to every job that asks.
 type Admission struct {
-	cfg   Config
-	rate  *submitRate
-	means meanOutputs
+	cfg        Config
+	rate       *submitRate
+	means      meanOutputs
+	unbudgeted unbudgeted
 }
 
 // New validates cfg and returns an Admission.
@@ -81,7 +82,7 @@ func New(cfg Config) (*Admission, error) {
 		return nil, err
 	}
 	return &Admission{cfg: cfg, rate: newSubmitRate(cfg.SubmitRate, cfg.Now),
-		means: meanOutputs{byID: map[string]meanOutput{}}}, nil
+		means: meanOutputs{byID: map[string]meanOutput{}}, unbudgeted: unbudgeted{until: map[int64]time.Time{}}}, nil
 }
 
 // Models are the models a job may ask for, the default first.

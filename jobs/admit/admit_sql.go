@@ -25,6 +25,12 @@ WHERE b.org_id IN (?) ORDER BY b.org_id FOR UPDATE OF b`
 	takeSQL     = `SELECT asterion_budget_take(?)`
 	giveBackSQL = `SELECT asterion_budget_giveback(?)`
 
+	// startHoldSQL holds a start's running reservation ahead of the transaction that starts its
+	// job (see db/functions/asterion_budget_start_hold.sql); startGiveBackSQL gives it back when
+	// that transaction did not commit. The job's change to running takes it.
+	startHoldSQL     = `SELECT outcome, budget, period, used, running FROM asterion_budget_start_hold(?, ?, ?)`
+	startGiveBackSQL = `SELECT asterion_budget_start_giveback(?, ?)`
+
 	// lockRunningSQL locks the running counter of an org's budget and reads the budget with the
 	// reservations of the org's running jobs and its period's usage. The budget row itself is
 	// read, not locked: a start never waits for an admission.

@@ -1,0 +1,142 @@
+package admit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+
+	"asterion/db/dbtest"
+	"asterion/jobs/admit"
+)
+
+// queuedJob writes a queued job of org reserving tokens, with the prompt it needs.
+func queuedJob(t *testing.T, d *dbtest.DB, org int64, tokens int) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	prompt, job := uuid.New(), uuid.New()
+	if _, err := d.Bun.ExecContext(ctx, `INSERT INTO sa_entity (id, kind, body, correlation_id, truth_class, state_class, org_id, created_by)
+		VALUES (?, 'prompt', 'p', ?, 'claim', 'open', ?, 1)`, prompt, prompt, org); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Bun.ExecContext(ctx, `INSERT INTO sa_job (id, prompt_id, execution_options, org_id, created_by, budget_tokens)
+		VALUES (?, ?, '{}', ?, 1, ?)`, job, prompt, org, tokens); err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// TestHoldStart: a start hold decides as a locked start does (jobs of 10 tokens against a
+// budget of 15: the first two are held, the second having seen 10 running, and the third waits
+// until the period resets), holds their tokens in the running counter, and a second hold of the
+// same job holds nothing more; setting the budget again keeps an untaken hold in the counter.
+// The job's change to running takes the hold instead of adding its tokens again; a hold given
+// back returns its tokens once; an org without a budget holds nothing.
+func TestHoldStart(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	newOrg := func(name string) int64 {
+		var org int64
+		if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES (?) RETURNING id", name).Scan(&org); err != nil {
+			t.Fatal(err)
+		}
+		return org
+	}
+	org, free := newOrg("start-hold"), newOrg("no-budget")
+	first, second, third := queuedJob(t, d, org, 10), queuedJob(t, d, org, 10), queuedJob(t, d, org, 10)
+	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')", org); err != nil {
+		t.Fatal(err)
+	}
+	a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	standing := func() (counter, held int64) {
+		t.Helper()
+		if err := d.Bun.QueryRowContext(ctx, `SELECT r.running - coalesce((SELECT sum(tokens) FROM sa_budget_running_release WHERE org_id = r.org_id), 0),
+			coalesce((SELECT sum(tokens) FROM sa_budget_start_hold WHERE org_id = r.org_id), 0) FROM sa_budget_running AS r WHERE r.org_id = ?`, org).
+			Scan(&counter, &held); err != nil {
+			t.Fatal(err)
+		}
+		return counter, held
+	}
+
+	h, err := a.HoldStart(ctx, first, org)
+	if err != nil || !h.Held() {
+		t.Fatalf("the first start: held %v, %v; want held", h.Held(), err)
+	}
+	again, err := a.HoldStart(ctx, first, org)
+	if err != nil || again.Held() {
+		t.Errorf("a second hold of the same start: held %v, %v; want nothing held", again.Held(), err)
+	}
+	// The budget set again while the hold is untaken seeds the counter with the hold in it.
+	if _, err := d.Bun.ExecContext(ctx, `INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')
+		ON CONFLICT (org_id) DO UPDATE SET tokens = EXCLUDED.tokens, period = EXCLUDED.period, reserved = EXCLUDED.reserved`, org); err != nil {
+		t.Fatal(err)
+	}
+	if counter, held := standing(); counter != 10 || held != 10 {
+		t.Fatalf("after the budget was set again the counter holds %d and the holds %d, want 10 and 10", counter, held)
+	}
+	h2, err := a.HoldStart(ctx, second, org)
+	if err != nil || !h2.Held() {
+		t.Fatalf("the second start: held %v, %v; want held", h2.Held(), err)
+	}
+	if counter, held := standing(); counter != 20 || held != 20 {
+		t.Fatalf("after two holds the counter holds %d and the holds %d, want 20 and 20", counter, held)
+	}
+	var bw *admit.BudgetWaitError
+	if _, err := a.HoldStart(ctx, third, org); !errors.As(err, &bw) || !errors.Is(err, admit.ErrBudgetWait) || bw.Resets.IsZero() {
+		t.Errorf("the third job's start: %v, want it to wait for the budget until the period resets", err)
+	}
+	if counter, held := standing(); counter != 20 || held != 20 {
+		t.Errorf("after the refused and repeated holds the counter holds %d and the holds %d, want 20 and 20", counter, held)
+	}
+
+	// The first job starts: its change to running takes the hold and adds nothing.
+	if err := d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE sa_job SET state = 'running' WHERE id = ?", first)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if counter, held := standing(); counter != 20 || held != 10 {
+		t.Errorf("with the first job running the counter holds %d and the holds %d, want 20 and the second's 10", counter, held)
+	}
+	if err := a.GiveBackStart(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if counter, _ := standing(); counter != 20 {
+		t.Errorf("giving back a hold its start took left the counter at %d, want 20", counter)
+	}
+
+	// The running job finishes, which makes room for the third; its hold is given back twice and
+	// returns its tokens once, and the second's goes back too.
+	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_job SET state = 'succeeded' WHERE id = ?", first); err != nil {
+		t.Fatal(err)
+	}
+	h3, err := a.HoldStart(ctx, third, org)
+	if err != nil || !h3.Held() {
+		t.Fatalf("the third start once the first finished: held %v, %v; want held", h3.Held(), err)
+	}
+	for range 2 {
+		if err := a.GiveBackStart(ctx, h3); err != nil {
+			t.Fatal(err)
+		}
+		if counter, held := standing(); counter != 10 || held != 10 {
+			t.Errorf("after giving the third's hold back the counter holds %d and the holds %d, want the second's 10", counter, held)
+		}
+	}
+	if err := a.GiveBackStart(ctx, h2); err != nil {
+		t.Fatal(err)
+	}
+	if counter, held := standing(); counter != 0 || held != 0 {
+		t.Errorf("with every hold given back the counter holds %d and the holds %d, want none", counter, held)
+	}
+
+	if h, err := a.HoldStart(ctx, queuedJob(t, d, free, 10), free); err != nil || h.Held() {
+		t.Errorf("a start of an org without a budget: held %v, %v; want nothing held", h.Held(), err)
+	}
+}
