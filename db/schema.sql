@@ -1818,7 +1818,7 @@ CREATE INDEX idx_job_prompt_newest ON public.sa_job USING btree (prompt_id, crea
 
 -- Name: idx_job_queued_band; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX idx_job_queued_band ON public.sa_job USING btree (public.asterion_band(priority), created_at, id) INCLUDE (priority, scheduled_at, org_id) WHERE ((state)::text = 'queued'::text);
+CREATE INDEX idx_job_queued_band ON public.sa_job USING btree (public.asterion_band(priority), created_at, id) INCLUDE (priority, scheduled_at, org_id) WHERE (((state)::text = 'queued'::text) AND (scheduled_at IS NOT NULL));
 
 -- Name: idx_job_queued_org; Type: INDEX; Schema: public; Owner: -
 

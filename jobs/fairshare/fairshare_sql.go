@@ -137,9 +137,11 @@ FROM orgs AS q LEFT JOIN sa_org_share AS s ON s.org_id = q.org_id LEFT JOIN held
 // vehicle. It locks nothing (lockCandidateSQL does, one job at a time), so that every table is
 // read by key or by the head of idx_job_queued_org, never joined: a join let the planner pick
 // another queued index for the job rows and walk it once per entry of the head. The bound
-// names the org as well, a condition only idx_job_queued_org (org first) can serve, so that
-// idx_job_queued_band (band first), which gives the same order within one org, is never walked
-// through every org's jobs instead.
+// names the org as well, a condition only idx_job_queued_org (org first) can serve.
+// idx_job_queued_band (band first, for the estimates) gives the same order within one org, but
+// its predicate also asks for a due time (scheduled_at IS NOT NULL), which no read of the
+// dispatch states inside its head, so the planner cannot choose it for them whatever its
+// statistics say.
 const candidatesSQL = `SELECT h.id, h.river_job_id FROM (
     SELECT a.id, a.river_job_id, a.priority, a.scheduled_at, a.waiting_for, asterion_band(a.priority) AS band, a.created_at
     FROM sa_job AS a

@@ -2,6 +2,7 @@ package fairshare_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -33,36 +34,76 @@ func TestDispatchPlans(t *testing.T) {
 	submitMany(t, e, vc, 300, "org C's later work", later)
 	mid := e.Job(a[500].JobID)
 	v := vehicleOf(t, e, mid.ID)
+	first := vehicleOf(t, e, a[0].JobID)
 	statements := []struct {
 		name string
 		sql  string
 		args []any
 	}{
 		{"fast path", fairshare.VehicleJobSQL, []any{v.ID, v.Args.Job, 100, 0}},
+		{"fast path, the org's oldest job", fairshare.VehicleJobSQL, []any{first.ID, first.Args.Job, 100, 0}},
 		{"orgs with queued work", fairshare.QueuedOrgsSQL, []any{v.ID, jobs.QueuePrompts, e.O}},
 		{"own org's better job", fairshare.CandidatesSQL, []any{e.O, mid.Priority, mid.CreatedAt, 100}},
 		{"another org's best job", fairshare.CandidatesSQL, []any{vc.OrgID, 100, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 100}},
 		{"a refused job to pass a slot on to", fairshare.RefusedSQL, []any{e.O}},
+	}
+	explain := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}, name, query string, args []any) planNode {
+		var raw []byte
+		if err := q.QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
+			t.Fatalf("explain %s: %v", name, err)
+		}
+		var plans []struct{ Plan planNode }
+		if err := json.Unmarshal(raw, &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("read the plan of %s: %v", name, err)
+		}
+		return plans[0].Plan
 	}
 	for _, stats := range []string{"stale", "fresh"} {
 		if stats == "fresh" {
 			analyze()
 		}
 		for _, st := range statements {
-			var raw []byte
-			err := e.D.Bun.DB.QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+st.sql, st.args...).Scan(&raw)
-			if err != nil {
-				t.Fatalf("explain %s: %v", st.name, err)
-			}
-			var plans []struct{ Plan planNode }
-			if err := json.Unmarshal(raw, &plans); err != nil || len(plans) != 1 {
-				t.Fatalf("read the plan of %s: %v", st.name, err)
-			}
-			if !plans[0].Plan.check(t, stats+" statistics, "+st.name) {
+			if !explain(e.D.Bun.DB, st.name, st.sql, st.args).check(t, stats+" statistics, "+st.name) {
 				logPlan(t, e, st.sql, st.args)
 			}
 		}
 	}
+
+	// The band index walks every org's queued jobs in River's order; an org's head is in
+	// idx_job_queued_org. Which of the two the planner takes must not hang on its statistics:
+	// with the org index gone (in a transaction rolled back), no read of the dispatch may use the
+	// band index at all.
+	tx, err := e.D.Bun.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "DROP INDEX idx_job_queued_org"); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range statements {
+		if ix := explain(tx, st.name, st.sql, st.args).indexes()["idx_job_queued_band"]; ix {
+			t.Errorf("without idx_job_queued_org, %s walks idx_job_queued_band", st.name)
+		}
+	}
+}
+
+// indexes names the indexes the plan under n scans.
+func (n planNode) indexes() map[string]bool {
+	out := map[string]bool{}
+	var walk func(planNode)
+	walk = func(n planNode) {
+		if n.Index != "" {
+			out[n.Index] = true
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(n)
+	return out
 }
 
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
