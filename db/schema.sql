@@ -195,54 +195,72 @@ $$;
 CREATE FUNCTION public.asterion_budget_start_hold(hold uuid, job uuid, at_time timestamp with time zone) RETURNS TABLE(outcome text, budget bigint, period text, used bigint, running bigint)
     LANGUAGE plpgsql
     AS $$
+BEGIN
+    RETURN QUERY SELECT h.outcome, h.budget, h.period, h.used, h.running
+        FROM asterion_budget_start_holds(ARRAY[hold], ARRAY[job], at_time) AS h;
+END;
+$$;
+
+-- Name: asterion_budget_start_holds(uuid[], uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_budget_start_holds(holds uuid[], jobs uuid[], at_time timestamp with time zone) RETURNS TABLE(job uuid, outcome text, budget bigint, period text, used bigint, running bigint)
+    LANGUAGE plpgsql
+    AS $$
 DECLARE
-    org    BIGINT;
-    t      BIGINT;
-    r      BIGINT;
-    b      sa_org_budget%ROWTYPE;
-    folded BIGINT;
-    swept  BIGINT;
-    u      BIGINT;
+    org     BIGINT;
+    r       BIGINT;
+    b       sa_org_budget%ROWTYPE;
+    folded  BIGINT;
+    swept   BIGINT;
+    u       BIGINT;
+    changed BOOLEAN;
+    s       RECORD;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    SELECT j.org_id, j.budget_tokens INTO org, t FROM sa_job AS j WHERE j.id = job AND j.state = 'queued';
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    SELECT x.running INTO r FROM sa_budget_running AS x WHERE x.org_id = org FOR UPDATE;
-    IF FOUND THEN
-        SELECT * INTO b FROM sa_org_budget AS x WHERE x.org_id = org;
-    END IF;
-    IF NOT FOUND THEN
-        outcome := 'unbudgeted'; budget := 0; period := ''; used := 0; running := 0;
-        RETURN NEXT;
-        RETURN;
-    END IF;
-    WITH rel AS (DELETE FROM sa_budget_running_release AS x WHERE x.org_id = org RETURNING x.tokens)
-    SELECT coalesce(sum(rel.tokens), 0) INTO folded FROM rel;
-    WITH old AS (DELETE FROM sa_budget_start_hold AS h WHERE h.org_id = org AND h.created_at < now() - interval '10 minutes'
-                 RETURNING h.tokens)
-    SELECT coalesce(sum(old.tokens), 0) INTO swept FROM old;
-    SELECT coalesce(sum(p.tokens), 0) INTO u FROM sa_usage_period AS p
-    WHERE p.org_id = org AND p.period = b.period AND p.period_start = date_trunc(b.period, at_time, 'UTC');
-    r := r - folded - swept;
-    IF u + r >= b.tokens THEN
-        outcome := 'full';
-    ELSE
-        INSERT INTO sa_budget_start_hold (job_id, id, org_id, tokens) VALUES (job, hold, org, t)
-        ON CONFLICT (job_id) DO NOTHING;
+    FOR org IN SELECT DISTINCT j.org_id FROM sa_job AS j WHERE j.id = ANY (jobs) AND j.state = 'queued' ORDER BY 1 LOOP
+        SELECT x.running INTO r FROM sa_budget_running AS x WHERE x.org_id = org FOR UPDATE;
         IF FOUND THEN
-            r := r + t;
-            outcome := 'held';
-        ELSE
-            outcome := 'other';
+            SELECT * INTO b FROM sa_org_budget AS x WHERE x.org_id = org;
         END IF;
-    END IF;
-    IF folded <> 0 OR swept <> 0 OR outcome = 'held' THEN
-        UPDATE sa_budget_running AS x SET running = r WHERE x.org_id = org;
-    END IF;
-    budget := b.tokens; period := b.period; used := u; running := r;
-    RETURN NEXT;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT j.id, 'unbudgeted'::TEXT, 0::BIGINT, ''::TEXT, 0::BIGINT, 0::BIGINT
+                FROM sa_job AS j WHERE j.id = ANY (jobs) AND j.org_id = org AND j.state = 'queued';
+            CONTINUE;
+        END IF;
+        WITH rel AS (DELETE FROM sa_budget_running_release AS x WHERE x.org_id = org RETURNING x.tokens)
+        SELECT coalesce(sum(rel.tokens), 0) INTO folded FROM rel;
+        WITH old AS (DELETE FROM sa_budget_start_hold AS h WHERE h.org_id = org AND h.created_at < now() - interval '10 minutes'
+                     RETURNING h.tokens)
+        SELECT coalesce(sum(old.tokens), 0) INTO swept FROM old;
+        SELECT coalesce(sum(p.tokens), 0) INTO u FROM sa_usage_period AS p
+        WHERE p.org_id = org AND p.period = b.period AND p.period_start = date_trunc(b.period, at_time, 'UTC');
+        r := r - folded - swept;
+        changed := folded <> 0 OR swept <> 0;
+        FOR s IN SELECT t.job_id, t.hold_id, j.budget_tokens
+                 FROM unnest(jobs, holds) WITH ORDINALITY AS t(job_id, hold_id, n)
+                 JOIN sa_job AS j ON j.id = t.job_id
+                 WHERE j.org_id = org AND j.state = 'queued'
+                 ORDER BY t.n LOOP
+            IF u + r >= b.tokens THEN
+                outcome := 'full';
+            ELSE
+                INSERT INTO sa_budget_start_hold (job_id, id, org_id, tokens) VALUES (s.job_id, s.hold_id, org, s.budget_tokens)
+                ON CONFLICT (job_id) DO NOTHING;
+                IF FOUND THEN
+                    r := r + s.budget_tokens;
+                    changed := true;
+                    outcome := 'held';
+                ELSE
+                    outcome := 'other';
+                END IF;
+            END IF;
+            job := s.job_id; budget := b.tokens; period := b.period; used := u; running := r;
+            RETURN NEXT;
+        END LOOP;
+        IF changed THEN
+            UPDATE sa_budget_running AS x SET running = r WHERE x.org_id = org;
+        END IF;
+    END LOOP;
 END;
 $$;
 

@@ -209,7 +209,7 @@ func NewService(cfg Config) (*Service, error) {
 		models = []string{s.calls.modelOf("")}
 	}
 	s.door, err = admit.New(admit.Config{DB: cfg.DB, Models: models, OrgMaxQueued: cfg.OrgMaxQueued,
-		SubmitRate: cfg.SubmitRate, Now: cfg.Now})
+		SubmitRate: cfg.SubmitRate, Now: cfg.Now, Log: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}

@@ -1,6 +1,7 @@
 -- Back to starts that check the budget under the running counter's lock in their own
 -- transaction. A hold not yet taken is folded back into nothing: its tokens leave the counter.
 DROP FUNCTION IF EXISTS asterion_budget_start_hold(UUID, UUID, TIMESTAMPTZ);
+DROP FUNCTION IF EXISTS asterion_budget_start_holds(UUID[], UUID[], TIMESTAMPTZ);
 DROP FUNCTION IF EXISTS asterion_budget_start_giveback(UUID, UUID);
 LOCK TABLE sa_job IN SHARE MODE;
 INSERT INTO sa_budget_running_release (org_id, tokens) SELECT org_id, tokens FROM sa_budget_start_hold;

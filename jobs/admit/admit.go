@@ -74,6 +74,7 @@ type Admission struct {
 	rate       *submitRate
 	means      meanOutputs
 	unbudgeted unbudgeted
+	starts     startBatch
 }
 
 // New validates cfg and returns an Admission.

@@ -25,10 +25,10 @@ WHERE b.org_id IN (?) ORDER BY b.org_id FOR UPDATE OF b`
 	takeSQL     = `SELECT asterion_budget_take(?)`
 	giveBackSQL = `SELECT asterion_budget_giveback(?)`
 
-	// startHoldSQL holds a start's running reservation ahead of the transaction that starts its
-	// job (see db/functions/asterion_budget_start_hold.sql); startGiveBackSQL gives it back when
-	// that transaction did not commit. The job's change to running takes it.
-	startHoldSQL     = `SELECT outcome, budget, period, used, running FROM asterion_budget_start_hold(?, ?, ?)`
+	// startHoldsSQL holds the running reservations of starts ahead of the transactions that
+	// start their jobs (see db/functions/asterion_budget_start_holds.sql); startGiveBackSQL gives
+	// one back when its transaction did not commit. The job's change to running takes it.
+	startHoldsSQL    = `SELECT job, outcome, budget, period, used, running FROM asterion_budget_start_holds(?::uuid[], ?::uuid[], ?)`
 	startGiveBackSQL = `SELECT asterion_budget_start_giveback(?, ?)`
 
 	// lockRunningSQL locks the running counter of an org's budget and reads the budget with the

@@ -3,6 +3,7 @@ package admit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ type Config struct {
 	MeanOutputTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Log receives what the admission cannot answer to a caller (default slog.Default()).
+	Log *slog.Logger
 }
 
 // maxModelName bounds a model name in the list.
@@ -68,6 +71,9 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
 	}
 	return nil
 }

@@ -15,7 +15,8 @@ import (
 // statement of its own that locks the counter only while it runs and commits without waiting
 // for the disk; the change that moves the job to running takes the hold (see
 // db/functions/asterion_budget_start_hold.sql). The rule stays Start's, one step across every
-// process.
+// process. A process sends the starts its workers ask for at once in one statement
+// (start_batch.go).
 
 // unbudgetedFor is how long an org found without a budget is not asked about again: its starts
 // check the budget in their own statement meanwhile (StartRoomSQL), which costs an org without a
@@ -34,13 +35,14 @@ type StartHeld struct {
 // is held (the org has no budget, or another start of the job holds one), it must.
 func (h StartHeld) Held() bool { return h.id != uuid.Nil }
 
-// startHoldRow is the start hold function's answer.
+// startHoldRow is the start holds function's answer for one job.
 type startHoldRow struct {
-	Outcome string `bun:"outcome"`
-	Budget  int64  `bun:"budget"`
-	Period  string `bun:"period"`
-	Used    int64  `bun:"used"`
-	Running int64  `bun:"running"`
+	Job     uuid.UUID `bun:"job"`
+	Outcome string    `bun:"outcome"`
+	Budget  int64     `bun:"budget"`
+	Period  string    `bun:"period"`
+	Used    int64     `bun:"used"`
+	Running int64     `bun:"running"`
 }
 
 // unbudgeted remembers the orgs lately found without a budget.
@@ -80,15 +82,15 @@ func (a *Admission) HoldStart(ctx context.Context, jobID uuid.UUID, orgID int64)
 		return StartHeld{jobID: jobID}, nil
 	}
 	id := uuid.New()
-	var rows []startHoldRow
-	if err := a.cfg.DB.NewRaw(startHoldSQL, id, jobID, now).Scan(ctx, &rows); err != nil {
-		return StartHeld{}, fmt.Errorf("hold the start of job %s: %w", jobID, err)
+	row, err := a.holdStart(ctx, jobID, id)
+	if err != nil {
+		return StartHeld{}, err
 	}
-	if len(rows) == 0 {
+	if row == nil {
 		// The job is not queued: its start finds so itself.
 		return StartHeld{jobID: jobID}, nil
 	}
-	switch row := rows[0]; row.Outcome {
+	switch row.Outcome {
 	case "unbudgeted":
 		a.unbudgeted.remember(orgID, now)
 		return StartHeld{jobID: jobID}, nil

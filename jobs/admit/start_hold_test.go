@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -28,6 +29,28 @@ func queuedJob(t *testing.T, d *dbtest.DB, org int64, tokens int) uuid.UUID {
 	return job
 }
 
+// newOrg creates an org named name.
+func newOrg(t *testing.T, d *dbtest.DB, name string) int64 {
+	t.Helper()
+	var org int64
+	if err := d.Bun.QueryRowContext(context.Background(), "INSERT INTO orgs (name) VALUES (?) RETURNING id", name).Scan(&org); err != nil {
+		t.Fatal(err)
+	}
+	return org
+}
+
+// runningStanding reads org's running counter, less the releases not yet folded into it, and
+// the tokens of its start holds not yet taken.
+func runningStanding(t *testing.T, d *dbtest.DB, org int64) (counter, held int64) {
+	t.Helper()
+	if err := d.Bun.QueryRowContext(context.Background(), `SELECT r.running - coalesce((SELECT sum(tokens) FROM sa_budget_running_release WHERE org_id = r.org_id), 0),
+		coalesce((SELECT sum(tokens) FROM sa_budget_start_hold WHERE org_id = r.org_id), 0) FROM sa_budget_running AS r WHERE r.org_id = ?`, org).
+		Scan(&counter, &held); err != nil {
+		t.Fatal(err)
+	}
+	return counter, held
+}
+
 // TestHoldStart: a start hold decides as a locked start does (jobs of 10 tokens against a
 // budget of 15: the first two are held, the second having seen 10 running, and the third waits
 // until the period resets), holds their tokens in the running counter, and a second hold of the
@@ -38,14 +61,7 @@ func TestHoldStart(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := context.Background()
-	newOrg := func(name string) int64 {
-		var org int64
-		if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES (?) RETURNING id", name).Scan(&org); err != nil {
-			t.Fatal(err)
-		}
-		return org
-	}
-	org, free := newOrg("start-hold"), newOrg("no-budget")
+	org, free := newOrg(t, d, "start-hold"), newOrg(t, d, "no-budget")
 	first, second, third := queuedJob(t, d, org, 10), queuedJob(t, d, org, 10), queuedJob(t, d, org, 10)
 	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')", org); err != nil {
 		t.Fatal(err)
@@ -54,15 +70,7 @@ func TestHoldStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standing := func() (counter, held int64) {
-		t.Helper()
-		if err := d.Bun.QueryRowContext(ctx, `SELECT r.running - coalesce((SELECT sum(tokens) FROM sa_budget_running_release WHERE org_id = r.org_id), 0),
-			coalesce((SELECT sum(tokens) FROM sa_budget_start_hold WHERE org_id = r.org_id), 0) FROM sa_budget_running AS r WHERE r.org_id = ?`, org).
-			Scan(&counter, &held); err != nil {
-			t.Fatal(err)
-		}
-		return counter, held
-	}
+	standing := func() (counter, held int64) { t.Helper(); return runningStanding(t, d, org) }
 
 	h, err := a.HoldStart(ctx, first, org)
 	if err != nil || !h.Held() {
@@ -138,5 +146,124 @@ func TestHoldStart(t *testing.T) {
 
 	if h, err := a.HoldStart(ctx, queuedJob(t, d, free, 10), free); err != nil || h.Held() {
 		t.Errorf("a start of an org without a budget: held %v, %v; want nothing held", h.Held(), err)
+	}
+}
+
+// TestHoldStartsTogether: starts asked for at once, by two processes, go to the database
+// together and are judged one after the other as lone starts are. Forty jobs of 10 tokens of
+// an org with a budget of 55 start at once, beside starts of an org without a budget: six are
+// held (the sixth seeing 50 running), the rest wait for the budget, the counter holds the six
+// holds' tokens, and the other org's starts hold nothing and wait for nothing. A start whose
+// caller stopped waiting leaves no hold behind.
+func TestHoldStartsTogether(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	org, free := newOrg(t, d, "starts-together"), newOrg(t, d, "starts-free")
+	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 55, 'day')", org); err != nil {
+		t.Fatal(err)
+	}
+	var procs [2]*admit.Admission
+	for i := range procs {
+		a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = a
+	}
+	type start struct {
+		job uuid.UUID
+		org int64
+	}
+	var starts []start
+	for range 40 {
+		starts = append(starts, start{queuedJob(t, d, org, 10), org}, start{queuedJob(t, d, free, 10), free})
+	}
+	type answer struct {
+		start
+		held bool
+		err  error
+	}
+	answers := make(chan answer, len(starts))
+	release := make(chan struct{})
+	for i, s := range starts {
+		go func() {
+			<-release
+			h, err := procs[i%2].HoldStart(ctx, s.job, s.org)
+			answers <- answer{s, h.Held(), err}
+		}()
+	}
+	close(release)
+	held, waiting := 0, 0
+	for range starts {
+		a := <-answers
+		switch {
+		case a.org == free && (a.held || a.err != nil):
+			t.Errorf("a start of the org without a budget: held %v, %v; want nothing held", a.held, a.err)
+		case a.org == free:
+		case a.held && a.err == nil:
+			held++
+		case errors.Is(a.err, admit.ErrBudgetWait):
+			waiting++
+		default:
+			t.Errorf("a start of the budgeted org: held %v, %v", a.held, a.err)
+		}
+	}
+	if held != 6 || waiting != 34 {
+		t.Errorf("of 40 starts at once against a budget of 55, %d were held and %d wait; want 6 and 34", held, waiting)
+	}
+	counter := func() (running, holds int64) { t.Helper(); return runningStanding(t, d, org) }
+	if running, holds := counter(); running != 60 || holds != 60 {
+		t.Errorf("the counter holds %d and the holds %d, want 60 and 60", running, holds)
+	}
+
+	// A caller that stops waiting: the hold made for it goes back.
+	if _, err := d.Bun.ExecContext(ctx, "DELETE FROM sa_budget_start_hold WHERE org_id = ?", org); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_budget_running SET running = 0 WHERE org_id = ?", org); err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	h, err := procs[0].HoldStart(gone, queuedJob(t, d, org, 10), org)
+	switch {
+	case err == nil && h.Held():
+		// The answer came first; the caller gives it back itself.
+		if err := procs[0].GiveBackStart(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	case !errors.Is(err, context.Canceled):
+		t.Fatalf("a start whose caller stopped waiting: held %v, %v", h.Held(), err)
+	}
+	// A start asked for afterwards is answered once the abandoned one's statement has run.
+	after, err := procs[0].HoldStart(ctx, queuedJob(t, d, org, 10), org)
+	if err != nil || !after.Held() {
+		t.Fatalf("a start after the abandoned one: held %v, %v; want held", after.Held(), err)
+	}
+	if err := procs[0].GiveBackStart(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	wait, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	for {
+		running, holds := counter()
+		if running == 0 && holds == 0 {
+			break
+		}
+		if err := wait.Err(); err != nil {
+			t.Fatalf("the abandoned start left the counter at %d and the holds at %d", running, holds)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A process of the version before holds one start at a time, by the same rule.
+	var outcome string
+	if err := d.Bun.QueryRowContext(ctx, "SELECT outcome FROM asterion_budget_start_hold(?, ?, now())",
+		uuid.New(), queuedJob(t, d, org, 10)).Scan(&outcome); err != nil || outcome != "held" {
+		t.Errorf("the one-start form: %q, %v; want held", outcome, err)
+	}
+	if running, holds := counter(); running != 10 || holds != 10 {
+		t.Errorf("after the one-start form's hold the counter holds %d and the holds %d, want 10 and 10", running, holds)
 	}
 }

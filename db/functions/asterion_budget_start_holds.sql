@@ -1,0 +1,71 @@
+-- The start holds of many starts at once: asterion_budget_start_hold's rule and answers, for
+-- jobs[i] under the name holds[i], each org's counter locked once for all of its starts. A
+-- process sends the starts its workers ask for while its previous statement runs together in
+-- one, so the starts of a busy org take the counter's lock once per statement rather than once
+-- per start, and wait behind the other processes' statements only.
+--
+-- Each org's starts are judged in the order given, one after the other, as separate statements
+-- would judge them: once the usage plus the running reservations reach the budget, the rest
+-- are 'full'. The orgs' counters are locked in the order of their ids, as every other
+-- statement that locks more than one does, so two never wait on each other crosswise. A job not
+-- queued has no row.
+CREATE OR REPLACE FUNCTION asterion_budget_start_holds(holds UUID[], jobs UUID[], at_time TIMESTAMPTZ)
+RETURNS TABLE (job UUID, outcome TEXT, budget BIGINT, period TEXT, used BIGINT, running BIGINT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    org     BIGINT;
+    r       BIGINT;
+    b       sa_org_budget%ROWTYPE;
+    folded  BIGINT;
+    swept   BIGINT;
+    u       BIGINT;
+    changed BOOLEAN;
+    s       RECORD;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    FOR org IN SELECT DISTINCT j.org_id FROM sa_job AS j WHERE j.id = ANY (jobs) AND j.state = 'queued' ORDER BY 1 LOOP
+        SELECT x.running INTO r FROM sa_budget_running AS x WHERE x.org_id = org FOR UPDATE;
+        IF FOUND THEN
+            SELECT * INTO b FROM sa_org_budget AS x WHERE x.org_id = org;
+        END IF;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT j.id, 'unbudgeted'::TEXT, 0::BIGINT, ''::TEXT, 0::BIGINT, 0::BIGINT
+                FROM sa_job AS j WHERE j.id = ANY (jobs) AND j.org_id = org AND j.state = 'queued';
+            CONTINUE;
+        END IF;
+        WITH rel AS (DELETE FROM sa_budget_running_release AS x WHERE x.org_id = org RETURNING x.tokens)
+        SELECT coalesce(sum(rel.tokens), 0) INTO folded FROM rel;
+        WITH old AS (DELETE FROM sa_budget_start_hold AS h WHERE h.org_id = org AND h.created_at < now() - interval '10 minutes'
+                     RETURNING h.tokens)
+        SELECT coalesce(sum(old.tokens), 0) INTO swept FROM old;
+        SELECT coalesce(sum(p.tokens), 0) INTO u FROM sa_usage_period AS p
+        WHERE p.org_id = org AND p.period = b.period AND p.period_start = date_trunc(b.period, at_time, 'UTC');
+        r := r - folded - swept;
+        changed := folded <> 0 OR swept <> 0;
+        FOR s IN SELECT t.job_id, t.hold_id, j.budget_tokens
+                 FROM unnest(jobs, holds) WITH ORDINALITY AS t(job_id, hold_id, n)
+                 JOIN sa_job AS j ON j.id = t.job_id
+                 WHERE j.org_id = org AND j.state = 'queued'
+                 ORDER BY t.n LOOP
+            IF u + r >= b.tokens THEN
+                outcome := 'full';
+            ELSE
+                INSERT INTO sa_budget_start_hold (job_id, id, org_id, tokens) VALUES (s.job_id, s.hold_id, org, s.budget_tokens)
+                ON CONFLICT (job_id) DO NOTHING;
+                IF FOUND THEN
+                    r := r + s.budget_tokens;
+                    changed := true;
+                    outcome := 'held';
+                ELSE
+                    outcome := 'other';
+                END IF;
+            END IF;
+            job := s.job_id; budget := b.tokens; period := b.period; used := u; running := r;
+            RETURN NEXT;
+        END LOOP;
+        IF changed THEN
+            UPDATE sa_budget_running AS x SET running = r WHERE x.org_id = org;
+        END IF;
+    END LOOP;
+END;
+$$;
