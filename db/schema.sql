@@ -214,17 +214,31 @@ DECLARE
     swept   BIGINT;
     u       BIGINT;
     changed BOOLEAN;
-    s       RECORD;
+    q_jobs   UUID[];
+    q_holds  UUID[];
+    q_orgs   BIGINT[];
+    q_tokens BIGINT[];
+    i        INT;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    FOR org IN SELECT DISTINCT j.org_id FROM sa_job AS j WHERE j.id = ANY (jobs) AND j.state = 'queued' ORDER BY 1 LOOP
+    SELECT array_agg(t.job_id ORDER BY t.n), array_agg(t.hold_id ORDER BY t.n),
+           array_agg(j.org_id ORDER BY t.n), array_agg(j.budget_tokens ORDER BY t.n)
+        INTO q_jobs, q_holds, q_orgs, q_tokens
+        FROM unnest(jobs, holds) WITH ORDINALITY AS t(job_id, hold_id, n)
+        JOIN (SELECT x.id, x.org_id, x.state, x.budget_tokens FROM sa_job AS x WHERE x.id = ANY (jobs) OFFSET 0) AS j
+            ON j.id = t.job_id
+        WHERE j.state = 'queued';
+    IF q_jobs IS NULL THEN
+        RETURN;
+    END IF;
+    FOR org IN SELECT DISTINCT o FROM unnest(q_orgs) AS o ORDER BY 1 LOOP
         SELECT x.running INTO r FROM sa_budget_running AS x WHERE x.org_id = org FOR UPDATE;
         IF FOUND THEN
             SELECT * INTO b FROM sa_org_budget AS x WHERE x.org_id = org;
         END IF;
         IF NOT FOUND THEN
-            RETURN QUERY SELECT j.id, 'unbudgeted'::TEXT, 0::BIGINT, ''::TEXT, 0::BIGINT, 0::BIGINT
-                FROM sa_job AS j WHERE j.id = ANY (jobs) AND j.org_id = org AND j.state = 'queued';
+            RETURN QUERY SELECT t.job_id, 'unbudgeted'::TEXT, 0::BIGINT, ''::TEXT, 0::BIGINT, 0::BIGINT
+                FROM unnest(q_jobs, q_orgs) AS t(job_id, org_id) WHERE t.org_id = org;
             CONTINUE;
         END IF;
         WITH rel AS (DELETE FROM sa_budget_running_release AS x WHERE x.org_id = org RETURNING x.tokens)
@@ -236,25 +250,22 @@ BEGIN
         WHERE p.org_id = org AND p.period = b.period AND p.period_start = date_trunc(b.period, at_time, 'UTC');
         r := r - folded - swept;
         changed := folded <> 0 OR swept <> 0;
-        FOR s IN SELECT t.job_id, t.hold_id, j.budget_tokens
-                 FROM unnest(jobs, holds) WITH ORDINALITY AS t(job_id, hold_id, n)
-                 JOIN sa_job AS j ON j.id = t.job_id
-                 WHERE j.org_id = org AND j.state = 'queued'
-                 ORDER BY t.n LOOP
+        FOR i IN 1 .. cardinality(q_jobs) LOOP
+            CONTINUE WHEN q_orgs[i] <> org;
             IF u + r >= b.tokens THEN
                 outcome := 'full';
             ELSE
-                INSERT INTO sa_budget_start_hold (job_id, id, org_id, tokens) VALUES (s.job_id, s.hold_id, org, s.budget_tokens)
+                INSERT INTO sa_budget_start_hold (job_id, id, org_id, tokens) VALUES (q_jobs[i], q_holds[i], org, q_tokens[i])
                 ON CONFLICT (job_id) DO NOTHING;
                 IF FOUND THEN
-                    r := r + s.budget_tokens;
+                    r := r + q_tokens[i];
                     changed := true;
                     outcome := 'held';
                 ELSE
                     outcome := 'other';
                 END IF;
             END IF;
-            job := s.job_id; budget := b.tokens; period := b.period; used := u; running := r;
+            job := q_jobs[i]; budget := b.tokens; period := b.period; used := u; running := r;
             RETURN NEXT;
         END LOOP;
         IF changed THEN

@@ -38,9 +38,11 @@ const (
 const notPausedSQL = `NOT EXISTS (SELECT 1 FROM sa_org_share AS p WHERE p.org_id = sa_job.org_id AND p.paused)`
 
 // markWaitingSQL says on a queued job what it waits for; a job no longer queued is left as
-// it is, and a job that already says so is not written again.
+// it is, and a job that already says so is not written again. The state's test is wrapped in
+// IS TRUE so that the job is found by its key, never by walking a partial index of every queued
+// job, which statistics taken while the queue was empty make look tiny.
 const markWaitingSQL = `UPDATE sa_job SET waiting_for = $2
-WHERE id = $1 AND state = 'queued' AND waiting_for IS DISTINCT FROM $2`
+WHERE id = $1 AND (state = 'queued') IS TRUE AND waiting_for IS DISTINCT FROM $2`
 
 // strandedSQL finds queued jobs whose vehicle River finalised after $1, oldest vehicle first. It
 // reads the vehicles that ended since the last pass by River's (state, finalized_at) index, and

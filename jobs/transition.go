@@ -73,7 +73,14 @@ func (ch change) statement() (string, []any) {
 		q.WriteString(c.sql)
 		args = append(args, c.args...)
 	}
-	q.WriteString(" WHERE id = ? AND state IN (")
+	// The state's condition is wrapped in IS TRUE (the same test of a column that is never
+	// null) so that the planner cannot prove from it the predicate of a partial index of one
+	// state: with statistics taken while the queue was empty, such an index looks tiny and the
+	// UPDATE would walk every queued or running job, filtering them by id, instead of
+	// finding the one row by its key. The batch statements of the heartbeat and the live
+	// output keep the plain condition: they join many rows of running jobs, whose number the
+	// workers bound, and a join by key could read the whole table instead.
+	q.WriteString(" WHERE id = ? AND (state IN (")
 	args = append(args, ch.jobID)
 	for i, f := range ch.from {
 		if i > 0 {
@@ -82,7 +89,7 @@ func (ch change) statement() (string, []any) {
 		q.WriteString("?")
 		args = append(args, string(f))
 	}
-	q.WriteString(")")
+	q.WriteString(")) IS TRUE")
 	if ch.claim != "" {
 		q.WriteString(" AND worker_claim = ?")
 		args = append(args, ch.claim)

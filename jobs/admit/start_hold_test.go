@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"asterion/db/dbtest"
 	"asterion/jobs/admit"
@@ -265,5 +266,68 @@ func TestHoldStartsTogether(t *testing.T) {
 	}
 	if running, holds := counter(); running != 10 || holds != 10 {
 		t.Errorf("after the one-start form's hold the counter holds %d and the holds %d, want 10 and 10", running, holds)
+	}
+}
+
+// TestHoldStartsReadOnlyTheirJobs: a statement of start holds reads the rows of its own jobs,
+// however long the queue and whatever the planner's statistics say of it. The statistics are
+// taken with no job queued, as after a drained queue, and then 3000 jobs of another org are
+// queued: a read of sa_job that states state = 'queued' beside the ids may then walk the
+// partial index of every queued job.
+func TestHoldStartsReadOnlyTheirJobs(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	org, other := newOrg(t, d, "holds-read"), newOrg(t, d, "holds-backlog")
+	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 1000, 'day')", org); err != nil {
+		t.Fatal(err)
+	}
+	backlog := []string{
+		`INSERT INTO sa_entity (id, kind, body, correlation_id, truth_class, state_class, org_id, created_by)
+		SELECT md5('backlog ' || i)::uuid, 'prompt', 'p',
+			md5('backlog ' || i)::uuid, 'claim', 'open', ?, 1
+		FROM generate_series(1, 3000) AS i`,
+		`INSERT INTO sa_job (id, prompt_id, state, execution_options, org_id, created_by, finished_at)
+		SELECT gen_random_uuid(), md5('backlog ' || i)::uuid, 'succeeded', '{}', ?, 1, now()
+		FROM generate_series(1, 3000) AS i`,
+		"ANALYZE sa_job",
+		"UPDATE sa_job SET state = 'queued', finished_at = NULL WHERE org_id = ?",
+	}
+	for _, q := range backlog {
+		if _, err := d.Bun.ExecContext(ctx, q, other); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	jobs := []uuid.UUID{queuedJob(t, d, org, 10), queuedJob(t, d, org, 10)}
+	holds := []uuid.UUID{uuid.New(), uuid.New()}
+	tx, err := d.Bun.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	before := dbtest.RowsRead(t, tx, "sa_job")
+	held := 0
+	rows, err := tx.QueryContext(ctx, "SELECT outcome FROM asterion_budget_start_holds(?::uuid[], ?::uuid[], now())",
+		pgdialect.Array(holds), pgdialect.Array(jobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var outcome string
+		if err := rows.Scan(&outcome); err != nil {
+			t.Fatal(err)
+		}
+		if outcome == "held" {
+			held++
+		}
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if held != 2 {
+		t.Errorf("%d of the two starts were held, want both", held)
+	}
+	if n := dbtest.RowsRead(t, tx, "sa_job") - before; n > 10 {
+		t.Errorf("holding two starts read %d rows of sa_job beside a queue of 3000; want the two jobs' own", n)
 	}
 }

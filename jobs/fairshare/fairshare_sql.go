@@ -32,8 +32,10 @@ WHERE j.id = $1 AND v.id = $2 AND j.river_job_id = v.id
   AND (v.state IN ('scheduled', 'retryable') OR (v.state = 'available' AND v.scheduled_at > now()))
 FOR UPDATE OF j, v SKIP LOCKED`
 
-// moveJobSQL moves queued job $2 from vehicle $3 to vehicle $1.
-const moveJobSQL = `UPDATE sa_job SET river_job_id = $1 WHERE id = $2 AND river_job_id = $3 AND state = 'queued'`
+// moveJobSQL moves queued job $2 from vehicle $3 to vehicle $1. Here and in swapSQL the state's
+// test is wrapped in IS TRUE so that the jobs are found by their key, never by walking a partial
+// index of every queued job, which statistics taken while the queue was empty make look tiny.
+const moveJobSQL = `UPDATE sa_job SET river_job_id = $1 WHERE id = $2 AND river_job_id = $3 AND (state = 'queued') IS TRUE`
 
 // vehicleJobSQL reads, in one statement, what the fast path of a dispatch needs: the queued
 // or running job on vehicle $1, its org's weight and pause, whether the org runs its cap of $4
@@ -170,7 +172,7 @@ FOR UPDATE OF j, v SKIP LOCKED`
 // takes $3. $5, when not null, says what the displaced job waits for.
 const swapSQL = `UPDATE sa_job SET river_job_id = CASE WHEN id = $1 THEN $4::bigint ELSE $3::bigint END,
     waiting_for = CASE WHEN id = $1 THEN coalesce($5::varchar, waiting_for) ELSE waiting_for END
-WHERE id IN ($1, $2) AND state = 'queued'`
+WHERE id IN ($1, $2) AND (state = 'queued') IS TRUE`
 
 // keepPlaceSQL puts vehicle $1, which a swap just gave the displaced job, at the place in
 // River's fetch order of the vehicle the displaced job was fetched on: River priority $3 and
