@@ -100,6 +100,6 @@ func (ds *Deliveries) Queues() map[string]river.QueueConfig {
 func (ds *Deliveries) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(ds.cfg.RecoverEvery),
 		func() (river.JobArgs, *river.InsertOpts) {
-			return RecoverArgs{}, &river.InsertOpts{Queue: maintenance.Queue, UniqueOpts: maintenance.OnlyOne}
+			return RecoverArgs{}, &river.InsertOpts{Queue: maintenance.Queue, UniqueOpts: maintenance.OncePer(ds.cfg.RecoverEvery)}
 		}, &river.PeriodicJobOpts{RunOnStart: true})}
 }

@@ -25,10 +25,11 @@ ORDER BY h.band, h.created_at
 LIMIT 8`
 
 // lockRefusedSQL locks job $1 and its sleeping vehicle $2 if the job still waits for its org's
-// share on it, skipping rows another transaction holds.
+// share on it, skipping rows another transaction holds. The job is found by its key (the state's
+// test in IS TRUE, as in moveJobSQL).
 const lockRefusedSQL = `SELECT j.id FROM sa_job AS j, river_job AS v
 WHERE j.id = $1 AND v.id = $2 AND j.river_job_id = v.id
-  AND j.state = 'queued' AND j.waiting_for = 'org_share' AND j.scheduled_at <= now()
+  AND (j.state = 'queued') IS TRUE AND j.waiting_for = 'org_share' AND j.scheduled_at <= now()
   AND (v.state IN ('scheduled', 'retryable') OR (v.state = 'available' AND v.scheduled_at > now()))
 FOR UPDATE OF j, v SKIP LOCKED`
 

@@ -17,9 +17,27 @@ import (
 // Queue is the River queue the periodic maintenance jobs run on.
 const Queue = "maintenance"
 
-// OnlyOne keeps a periodic maintenance job from piling up while one is still waiting or running.
+// OnlyOne keeps a maintenance job from piling up while one is still waiting or running.
 var OnlyOne = river.UniqueOpts{ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
 	rivertype.JobStateRunning, rivertype.JobStateScheduled}}
+
+// OncePer keeps a periodic job inserted every period from piling up: at most one a period
+// waits or runs. A job of a leader that died while running it stays running in River's eyes
+// until River's rescuer frees it (RescueStuckJobsAfter, minutes), and under OnlyOne it would
+// hold back every later pass until then: the reclaim of the dead leader's own jobs first.
+// Keyed by the period too (a second at least, River's shortest), the next period's pass runs
+// on the new leader at once.
+func OncePer(period time.Duration) river.UniqueOpts {
+	u := OnlyOne
+	u.ByPeriod = max(period, time.Second)
+	return u
+}
+
+// ReclaimInsertOpts are the insert options of the periodic reclaim job of a pool that
+// reclaims every period.
+func ReclaimInsertOpts(period time.Duration) *river.InsertOpts {
+	return &river.InsertOpts{Queue: Queue, UniqueOpts: OncePer(period)}
+}
 
 // ReclaimReport counts what one reclaim pass did.
 type ReclaimReport struct {
@@ -105,11 +123,11 @@ func (m *Maintenance) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReclaimEvery),
 			func() (river.JobArgs, *river.InsertOpts) {
-				return ReclaimArgs{}, &river.InsertOpts{Queue: Queue, UniqueOpts: OnlyOne}
+				return ReclaimArgs{}, ReclaimInsertOpts(m.cfg.ReclaimEvery)
 			}, &river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.PollEvery),
 			func() (river.JobArgs, *river.InsertOpts) {
-				return PollArgs{}, &river.InsertOpts{Queue: Queue, UniqueOpts: OnlyOne}
+				return PollArgs{}, &river.InsertOpts{Queue: Queue, UniqueOpts: OncePer(m.cfg.PollEvery)}
 			}, nil),
 		river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 			func() (river.JobArgs, *river.InsertOpts) {
