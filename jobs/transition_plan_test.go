@@ -13,29 +13,17 @@ import (
 
 // TestTransitionsFindTheirJobByKey: a claim and a success read their one job row, however
 // many jobs are queued or running and whatever the planner's statistics say of them. The
-// statistics are taken with no job queued or running, as after a drained queue, and then 3000
-// jobs are put in the state the transition moves from: a condition on the state that the
+// statistics are taken with no job queued or running, as after a drained queue (before the
+// job itself is submitted), and then 3000 jobs are put in the state the transition moves from: a condition on the state that the
 // planner can match to a partial index of that state would walk all 3000.
 func TestTransitionsFindTheirJobByKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, jobstest.InstantSim())
+	dbtest.SeedFinishedJobs(t, e.D.Bun, e.O, e.U, 3000)
 	job := e.Job(e.Submit("the job").JobID)
 	if job.RiverJobID == nil {
 		t.Fatal("the submitted job has no vehicle")
-	}
-	for _, q := range []string{
-		`INSERT INTO sa_entity (id, kind, body, correlation_id, truth_class, state_class, org_id, created_by)
-		SELECT md5('backlog ' || i)::uuid, 'prompt', 'p', md5('backlog ' || i)::uuid, 'claim', 'open', ?0, ?1
-		FROM generate_series(1, 3000) AS i`,
-		`INSERT INTO sa_job (id, prompt_id, state, execution_options, org_id, created_by, finished_at)
-		SELECT gen_random_uuid(), md5('backlog ' || i)::uuid, 'succeeded', '{}', ?0, ?1, now()
-		FROM generate_series(1, 3000) AS i`,
-		"ANALYZE sa_job",
-	} {
-		if _, err := e.D.Bun.ExecContext(ctx, q, e.O, e.U); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
 	}
 	// run runs query in tx and says how many rows of sa_job it read and how many it answered.
 	run := func(tx bun.Tx, query string, args []any) (reads, rows int64) {

@@ -19,3 +19,24 @@ func RowsRead(t testing.TB, tx bun.Tx, table string) int64 {
 	}
 	return n
 }
+
+// SeedFinishedJobs writes n succeeded jobs of org, each with its prompt, created by user, and
+// analyzes sa_job: the statistics then say that no job is queued or running, as after a
+// drained queue. A test of how a statement reads beside a backlog moves them to the state it
+// wants in a transaction of its own.
+func SeedFinishedJobs(t testing.TB, idb bun.IDB, org, user int64, n int) {
+	t.Helper()
+	for _, q := range []string{
+		`INSERT INTO sa_entity (id, kind, body, correlation_id, truth_class, state_class, org_id, created_by)
+		SELECT md5('backlog ' || i)::uuid, 'prompt', 'p', md5('backlog ' || i)::uuid, 'claim', 'open', ?0, ?1
+		FROM generate_series(1, ?2) AS i`,
+		`INSERT INTO sa_job (id, prompt_id, state, execution_options, org_id, created_by, finished_at)
+		SELECT gen_random_uuid(), md5('backlog ' || i)::uuid, 'succeeded', '{}', ?0, ?1, now()
+		FROM generate_series(1, ?2) AS i`,
+		"ANALYZE sa_job",
+	} {
+		if _, err := idb.ExecContext(context.Background(), q, org, user, n); err != nil {
+			t.Fatalf("seed %d finished jobs: %v", n, err)
+		}
+	}
+}

@@ -282,21 +282,9 @@ func TestHoldStartsReadOnlyTheirJobs(t *testing.T) {
 	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 1000, 'day')", org); err != nil {
 		t.Fatal(err)
 	}
-	backlog := []string{
-		`INSERT INTO sa_entity (id, kind, body, correlation_id, truth_class, state_class, org_id, created_by)
-		SELECT md5('backlog ' || i)::uuid, 'prompt', 'p',
-			md5('backlog ' || i)::uuid, 'claim', 'open', ?, 1
-		FROM generate_series(1, 3000) AS i`,
-		`INSERT INTO sa_job (id, prompt_id, state, execution_options, org_id, created_by, finished_at)
-		SELECT gen_random_uuid(), md5('backlog ' || i)::uuid, 'succeeded', '{}', ?, 1, now()
-		FROM generate_series(1, 3000) AS i`,
-		"ANALYZE sa_job",
-		"UPDATE sa_job SET state = 'queued', finished_at = NULL WHERE org_id = ?",
-	}
-	for _, q := range backlog {
-		if _, err := d.Bun.ExecContext(ctx, q, other); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
+	dbtest.SeedFinishedJobs(t, d.Bun, other, 1, 3000)
+	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_job SET state = 'queued', finished_at = NULL WHERE org_id = ?", other); err != nil {
+		t.Fatal(err)
 	}
 	jobs := []uuid.UUID{queuedJob(t, d, org, 10), queuedJob(t, d, org, 10)}
 	holds := []uuid.UUID{uuid.New(), uuid.New()}
