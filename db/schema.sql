@@ -53,6 +53,7 @@ $$;
 
 CREATE FUNCTION public.asterion_budget_hold(hold uuid, orgs bigint[], tokens bigint[], at_time timestamp with time zone) RETURNS TABLE(org_id bigint, granted integer, budget bigint, period text, used bigint, reserved bigint)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     org    BIGINT;
@@ -99,6 +100,7 @@ $$;
 
 CREATE FUNCTION public.asterion_budget_reserve() RETURNS trigger
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     org        BIGINT := CASE WHEN TG_OP = 'DELETE' THEN OLD.org_id ELSE NEW.org_id END;
@@ -194,6 +196,7 @@ $$;
 
 CREATE FUNCTION public.asterion_budget_start_hold(hold uuid, job uuid, at_time timestamp with time zone) RETURNS TABLE(outcome text, budget bigint, period text, used bigint, running bigint)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     RETURN QUERY SELECT h.outcome, h.budget, h.period, h.used, h.running
@@ -205,6 +208,7 @@ $$;
 
 CREATE FUNCTION public.asterion_budget_start_holds(holds uuid[], jobs uuid[], at_time timestamp with time zone) RETURNS TABLE(job uuid, outcome text, budget bigint, period text, used bigint, running bigint)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     org     BIGINT;
@@ -279,6 +283,7 @@ $$;
 
 CREATE FUNCTION public.asterion_budget_take(hold uuid) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     orgs TEXT;
@@ -309,6 +314,7 @@ $$;
 
 CREATE FUNCTION public.asterion_count_job() RETURNS trigger
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.state IS DISTINCT FROM OLD.state) THEN
@@ -325,6 +331,7 @@ $$;
 
 CREATE FUNCTION public.asterion_count_operation() RETURNS trigger
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.status IS DISTINCT FROM OLD.status) THEN
@@ -341,6 +348,7 @@ $$;
 
 CREATE FUNCTION public.asterion_governor_observe(p_model text, p_limit_rpm integer, p_limit_tpm integer, p_pause double precision, p_tpm integer, p_token_debt integer, p_limited boolean) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     t_now TIMESTAMPTZ := clock_timestamp();
@@ -365,6 +373,7 @@ END $$;
 
 CREATE FUNCTION public.asterion_governor_observe(p_model text, p_limit_rpm integer, p_limit_tpm integer, p_pause double precision, p_tpm integer, p_token_debt integer, p_limited boolean, p_max_pause double precision) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     t_now TIMESTAMPTZ := clock_timestamp();
@@ -394,6 +403,7 @@ END $$;
 
 CREATE FUNCTION public.asterion_governor_reserve(p_model text, p_rpm integer, p_tpm integer, p_tokens integer, p_horizon double precision, p_burst integer) RETURNS TABLE(granted boolean, slot timestamp with time zone, now_at timestamp with time zone, paused boolean, metered boolean)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     g     sa_governor%ROWTYPE;

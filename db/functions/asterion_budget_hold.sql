@@ -17,7 +17,7 @@
 -- log), and a hold that survives one whose transaction did not is given back as above.
 CREATE OR REPLACE FUNCTION asterion_budget_hold(hold UUID, orgs BIGINT[], tokens BIGINT[], at_time TIMESTAMPTZ)
 RETURNS TABLE (org_id BIGINT, granted INT, budget BIGINT, period TEXT, used BIGINT, reserved BIGINT)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     org    BIGINT;
     b      sa_org_budget%ROWTYPE;

@@ -16,7 +16,7 @@
 -- behind its admissions and starts. A reader subtracts the releases not yet folded; the next
 -- change that updates the counter folds them into it, so they stay as few as the releases since
 -- the counter's last addition.
-CREATE OR REPLACE FUNCTION asterion_budget_reserve() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asterion_budget_reserve() RETURNS trigger LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     org        BIGINT := CASE WHEN TG_OP = 'DELETE' THEN OLD.org_id ELSE NEW.org_id END;
     d_reserved BIGINT := 0;

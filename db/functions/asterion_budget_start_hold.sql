@@ -21,7 +21,7 @@
 -- processes of the version before it while a rolling deploy replaces them.
 CREATE OR REPLACE FUNCTION asterion_budget_start_hold(hold UUID, job UUID, at_time TIMESTAMPTZ)
 RETURNS TABLE (outcome TEXT, budget BIGINT, period TEXT, used BIGINT, running BIGINT)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     RETURN QUERY SELECT h.outcome, h.budget, h.period, h.used, h.running
         FROM asterion_budget_start_holds(ARRAY[hold], ARRAY[job], at_time) AS h;

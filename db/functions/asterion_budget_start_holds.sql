@@ -17,7 +17,7 @@
 -- keeps the state's condition out of the read of the rows.
 CREATE OR REPLACE FUNCTION asterion_budget_start_holds(holds UUID[], jobs UUID[], at_time TIMESTAMPTZ)
 RETURNS TABLE (job UUID, outcome TEXT, budget BIGINT, period TEXT, used BIGINT, running BIGINT)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     org     BIGINT;
     r       BIGINT;

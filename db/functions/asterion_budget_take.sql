@@ -3,7 +3,7 @@
 -- nothing for these orgs: the transaction-local setting asterion.budget_held names them). A
 -- hold that is gone (swept, or given back) fails the transaction, whose submits are then
 -- admitted again under the budget's lock.
-CREATE OR REPLACE FUNCTION asterion_budget_take(hold UUID) RETURNS void LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION asterion_budget_take(hold UUID) RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     orgs TEXT;
 BEGIN

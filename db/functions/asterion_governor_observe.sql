@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION asterion_governor_observe(p_model TEXT, p_limit_rpm INTEGER, p_limit_tpm INTEGER,
                                           p_pause DOUBLE PRECISION, p_tpm INTEGER, p_token_debt INTEGER,
                                           p_limited BOOLEAN, p_max_pause DOUBLE PRECISION)
-    RETURNS VOID LANGUAGE plpgsql AS $$
+    RETURNS VOID LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     t_now TIMESTAMPTZ := clock_timestamp();
     t_max TIMESTAMPTZ;
@@ -35,7 +35,7 @@ END $$;
 CREATE OR REPLACE FUNCTION asterion_governor_observe(p_model TEXT, p_limit_rpm INTEGER, p_limit_tpm INTEGER,
                                           p_pause DOUBLE PRECISION, p_tpm INTEGER, p_token_debt INTEGER,
                                           p_limited BOOLEAN)
-    RETURNS VOID LANGUAGE plpgsql AS $$
+    RETURNS VOID LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     t_now TIMESTAMPTZ := clock_timestamp();
     tpm   INTEGER;

@@ -16,7 +16,7 @@
 CREATE OR REPLACE FUNCTION asterion_governor_reserve(p_model TEXT, p_rpm INTEGER, p_tpm INTEGER, p_tokens INTEGER,
                                           p_horizon DOUBLE PRECISION, p_burst INTEGER)
     RETURNS TABLE (granted BOOLEAN, slot TIMESTAMPTZ, now_at TIMESTAMPTZ, paused BOOLEAN, metered BOOLEAN)
-    LANGUAGE plpgsql AS $$
+    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     g     sa_governor%ROWTYPE;
     t_now TIMESTAMPTZ;
