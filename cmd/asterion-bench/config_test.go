@@ -22,3 +22,24 @@ func TestCheckNoWorker(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckWorkers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		workers       int
+		sides, phases string
+		ok            bool
+	}{
+		{defaultWorkers, allSides, allPhases, true},
+		{2, allSides, "e2e", true},
+		{2, "asterion", allPhases, true},
+		{2, allSides, allPhases, false},
+		{0, allSides, "e2e", false},
+		{5001, allSides, "e2e", false},
+	} {
+		err := config{workers: tc.workers, sides: tc.sides, phases: tc.phases}.checkWorkers()
+		if (err == nil) != tc.ok {
+			t.Errorf("-workers %d -sides %q -phases %q: error %v, want ok=%v", tc.workers, tc.sides, tc.phases, err, tc.ok)
+		}
+	}
+}

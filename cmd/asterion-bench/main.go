@@ -53,6 +53,10 @@ type config struct {
 	// noWorker runs the Asterion server without its embedded workers, to see what submits cost
 	// with no execution beside them (a narrowed run of the submit phases only).
 	noWorker bool
+	// workers is how many jobs the main pair of servers (Asterion's embedded pool and the
+	// baseline's River queue) run at once. Fewer than the report's ten show what a job costs
+	// the database when the machine has CPU to spare (a narrowed run only).
+	workers int
 	// dbPrefix names the bench's databases (<prefix>, <prefix>_baseline, <prefix>_growth), so
 	// a second run on the same PostgreSQL need not drop the first one's.
 	dbPrefix string
@@ -105,6 +109,21 @@ func (c config) checkNoWorker() error {
 	return nil
 }
 
+// defaultWorkers is the main pair's workers in a complete run, as the report says.
+const defaultWorkers = 10
+
+// checkWorkers refuses a worker count out of range, and any other than the report's in a
+// complete run.
+func (c config) checkWorkers() error {
+	switch {
+	case c.workers < 1 || c.workers > 5000:
+		return fmt.Errorf("-workers: want 1..5000, got %d", c.workers)
+	case c.workers != defaultWorkers && !c.narrowed():
+		return fmt.Errorf("-workers %d: the report is written with %d workers; narrow the run with -sides or -phases", c.workers, defaultWorkers)
+	}
+	return nil
+}
+
 func (c config) wants(list, item string) bool {
 	for _, x := range strings.Split(list, ",") {
 		if strings.TrimSpace(x) == item {
@@ -127,6 +146,7 @@ func run() error {
 	flag.StringVar(&cfg.sides, "sides", allSides, "which servers to measure (comma-separated)")
 	flag.StringVar(&cfg.phases, "phases", allPhases, "which phases to run (comma-separated)")
 	flag.BoolVar(&cfg.noWorker, "no-worker", false, "serve Asterion with --no-worker (only with -phases among closed50,closed200,open)")
+	flag.IntVar(&cfg.workers, "workers", defaultWorkers, "jobs run at once by each server of the main pair (Asterion and the baseline); only in a narrowed run when not 10")
 	flag.StringVar(&cfg.dbPrefix, "db-prefix", "asterion_bench", "name of the bench databases")
 	flag.IntVar(&cfg.streams, "streams", 500, "mission streams open in the streams phase")
 	flag.IntVar(&cfg.streamsBig, "streams-big", 1000, "mission streams open for the memory figure")
@@ -140,6 +160,9 @@ func run() error {
 	flag.Parse()
 	ctx := context.Background()
 	if err := cfg.checkNoWorker(); err != nil {
+		return err
+	}
+	if err := cfg.checkWorkers(); err != nil {
 		return err
 	}
 	pageSizes, err := parseSizes(cfg.pageSizes)
@@ -196,14 +219,15 @@ func run() error {
 		serveArgs = append(serveArgs, "--no-worker")
 	}
 	ast := exec.Command(cfg.bin, serveArgs...)
-	ast.Env = asterionEnv(astDB)
+	// The last ASTERION_WORKERS of the environment is the one the server reads.
+	ast.Env = append(asterionEnv(astDB), "ASTERION_WORKERS="+strconv.Itoa(cfg.workers))
 	ast.Stderr = os.Stderr
 	if err := ast.Start(); err != nil {
 		return fmt.Errorf("start asterion: %w", err)
 	}
 	defer stopProcess(ast)
 	self, _ := os.Executable()
-	base := exec.Command(self, "baseline-server", "--db", baseDB, "--addr", baseAddr, "--workers", "10")
+	base := exec.Command(self, "baseline-server", "--db", baseDB, "--addr", baseAddr, "--workers", strconv.Itoa(cfg.workers))
 	base.Stderr = os.Stderr
 	if err := base.Start(); err != nil {
 		return fmt.Errorf("start baseline: %w", err)
