@@ -112,9 +112,7 @@ func TestReserve(t *testing.T) {
 	}
 	// With a budget of 15: the first (10) is below it, the second sees 10 reserved and is
 	// admitted too (10 < 15), the third sees 20 and is refused.
-	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')", org); err != nil {
-		t.Fatal(err)
-	}
+	setDayBudget(t, d, org, 15)
 	g = reserve(ask(9), ask(9), ask(9))
 	if !g[0].Ticket.Valid() || !g[1].Ticket.Valid() || !errors.Is(g[2].Err, admit.ErrBudgetExhausted) {
 		t.Errorf("grants under the budget %+v", g)
@@ -143,9 +141,7 @@ func TestHold(t *testing.T) {
 	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES ('hold') RETURNING id").Scan(&org); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')", org); err != nil {
-		t.Fatal(err)
-	}
+	setDayBudget(t, d, org, 15)
 	a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,14 @@ func newOrg(t *testing.T, d *dbtest.DB, name string) int64 {
 	return org
 }
 
+// setDayBudget gives org a daily budget of tokens.
+func setDayBudget(t *testing.T, d *dbtest.DB, org, tokens int64) {
+	t.Helper()
+	if _, err := d.Bun.ExecContext(context.Background(), "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, ?, 'day')", org, tokens); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runningStanding reads org's running counter, less the releases not yet folded into it, and
 // the tokens of its start holds not yet taken.
 func runningStanding(t *testing.T, d *dbtest.DB, org int64) (counter, held int64) {
@@ -64,9 +72,7 @@ func TestHoldStart(t *testing.T) {
 	ctx := context.Background()
 	org, free := newOrg(t, d, "start-hold"), newOrg(t, d, "no-budget")
 	first, second, third := queuedJob(t, d, org, 10), queuedJob(t, d, org, 10), queuedJob(t, d, org, 10)
-	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 15, 'day')", org); err != nil {
-		t.Fatal(err)
-	}
+	setDayBudget(t, d, org, 15)
 	a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
 	if err != nil {
 		t.Fatal(err)
@@ -161,9 +167,7 @@ func TestHoldStartsTogether(t *testing.T) {
 	d := dbtest.New(t)
 	ctx := context.Background()
 	org, free := newOrg(t, d, "starts-together"), newOrg(t, d, "starts-free")
-	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 55, 'day')", org); err != nil {
-		t.Fatal(err)
-	}
+	setDayBudget(t, d, org, 55)
 	var procs [2]*admit.Admission
 	for i := range procs {
 		a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
@@ -279,9 +283,7 @@ func TestHoldStartsReadOnlyTheirJobs(t *testing.T) {
 	d := dbtest.New(t)
 	ctx := context.Background()
 	org, other := newOrg(t, d, "holds-read"), newOrg(t, d, "holds-backlog")
-	if _, err := d.Bun.ExecContext(ctx, "INSERT INTO sa_org_budget (org_id, tokens, period) VALUES (?, 1000, 'day')", org); err != nil {
-		t.Fatal(err)
-	}
+	setDayBudget(t, d, org, 1000)
 	dbtest.SeedFinishedJobs(t, d.Bun, other, 1, 3000)
 	if _, err := d.Bun.ExecContext(ctx, "UPDATE sa_job SET state = 'queued', finished_at = NULL WHERE org_id = ?", other); err != nil {
 		t.Fatal(err)
