@@ -151,6 +151,17 @@ func (b *Batch) Exec(ctx context.Context, idb bun.IDB) error {
 	return nil
 }
 
+// OneStatement reports whether ScanWith on idb would send the batch's writes and its query as
+// one statement: the batch holds writes, all of a kind that combine, and no setting.
+func (b *Batch) OneStatement(idb bun.IDB) bool {
+	for _, p := range b.parts {
+		if p.kind == partSetting {
+			return false
+		}
+	}
+	return len(b.parts) > 0 && combinable(b.parts) && rawSQL(idb) != nil
+}
+
 // ScanWith runs query (a statement with ? placeholders that returns rows) with the batch's
 // writes in its WITH clause (continuing query's own, when it has one), as one statement the
 // connection keeps prepared, scans the first row into dest (a bun model) and empties the batch. It returns sql.ErrNoRows when query
@@ -160,11 +171,7 @@ func (b *Batch) Exec(ctx context.Context, idb bun.IDB) error {
 // as one statement runs first, then query.
 func (b *Batch) ScanWith(ctx context.Context, idb bun.IDB, dest any, query string, args ...any) error {
 	parts := b.parts
-	hasSetting := false
-	for _, p := range parts {
-		hasSetting = hasSetting || p.kind == partSetting
-	}
-	if len(parts) == 0 || hasSetting || !combinable(parts) || rawSQL(idb) == nil {
+	if !b.OneStatement(idb) {
 		if err := b.Exec(ctx, idb); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -80,5 +81,51 @@ func TestBatchFailureRollsBackEveryStatement(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d rows survived a failed batch", n)
+	}
+}
+
+// TestBatchOneStatement: a batch goes with a query as one statement only when it holds writes,
+// all with parameters, and no setting; a built query (sent as text) or a setting sends the
+// writes apart, ahead of the query.
+func TestBatchOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	if _, err := d.Bun.ExecContext(ctx, "CREATE TABLE batch_one (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	insert := db.Statement{Table: "batch_one", SQL: "INSERT INTO batch_one (id) VALUES (?)", Args: []any{1}}
+	for _, c := range []struct {
+		name string
+		fill func(tx bun.Tx, b *db.Batch) error
+		want bool
+	}{
+		{name: "empty", fill: func(bun.Tx, *db.Batch) error { return nil }},
+		{name: "inserts", want: true, fill: func(_ bun.Tx, b *db.Batch) error { b.Insert(insert); return nil }},
+		{name: "a setting", fill: func(_ bun.Tx, b *db.Batch) error {
+			b.Insert(insert)
+			b.SetLocal("application_name", "one")
+			return nil
+		}},
+		{name: "a built query", fill: func(tx bun.Tx, b *db.Batch) error {
+			b.Insert(insert)
+			return b.Add(tx.NewDelete().Table("batch_one").Where("id = ?", 2))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := d.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+				b := db.NewBatch(tx)
+				if err := c.fill(tx, b); err != nil {
+					return err
+				}
+				if got := b.OneStatement(tx); got != c.want {
+					t.Errorf("OneStatement %v, want %v", got, c.want)
+				}
+				return errRollback
+			})
+			if !errors.Is(err, errRollback) {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -71,6 +71,11 @@ func (w *Writes) ScanWith(ctx context.Context, dest any, query string, args ...a
 	return w.batch.ScanWith(ctx, w.tx, dest, query, args...)
 }
 
+// OneStatement reports whether ScanWith would send the pending writes and its query as one
+// statement (see Batch.OneStatement); otherwise the writes go first, in a statement of their
+// own.
+func (w *Writes) OneStatement() bool { return w.batch.OneStatement(w.tx) }
+
 // Tx sends the pending writes and returns the transaction, for a statement Writes does not
 // make; that statement sees every write made through w before it.
 func (w *Writes) Tx(ctx context.Context) (bun.Tx, error) {

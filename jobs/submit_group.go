@@ -98,9 +98,6 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 			return err
 		}
 	}
-	if err := s.door.Take(ctx, tx, held); err != nil {
-		return err
-	}
 	res, err := s.insert.InsertManyTx(ctx, tx.Tx, vehicles)
 	if err != nil {
 		return fmt.Errorf("enqueue %d river jobs: %w", len(vehicles), err)
@@ -124,7 +121,8 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 		}
 	}
 	// Table by table, in the order of their references, so each table's rows go as one
-	// multi-row INSERT of the one statement the batch becomes.
+	// multi-row INSERT of the one statement the batch becomes, whose main query takes the
+	// group's hold (admit.Take).
 	w := db.NewWrites(tx)
 	for _, row := range []func(*groupedPrompt) db.Statement{
 		func(gp *groupedPrompt) db.Statement { return gp.prompt.InsertStatement() },
@@ -142,7 +140,7 @@ func (s *Service) writeSubmits(ctx context.Context, tx bun.Tx, batch []*pendingS
 			w.Insert(*d)
 		}
 	}
-	if err := w.Send(ctx); err != nil {
+	if err := s.door.Take(ctx, tx, w, held); err != nil {
 		return fmt.Errorf("submit %d prompts: %w", len(prompts), err)
 	}
 	for _, gp := range prompts {

@@ -19,10 +19,11 @@ WHERE b.org_id IN (?) ORDER BY b.org_id FOR UPDATE OF b`
 
 	// holdSQL holds the estimates of a group's requests against their orgs' budgets ahead of
 	// the transaction that writes their jobs (see db/functions/asterion_budget_hold.sql); takeSQL
-	// takes the hold in that transaction, giveBackSQL gives it back when that transaction did
-	// not commit.
+	// takes the hold in that transaction, as the main query of the statement whose WITH clause
+	// writes the jobs (see Take); giveBackSQL gives it back when that transaction did not
+	// commit.
 	holdSQL     = `SELECT org_id, granted, budget, period, used, reserved FROM asterion_budget_hold(?, ?::bigint[], ?::bigint[], ?)`
-	takeSQL     = `SELECT asterion_budget_take(?)`
+	takeSQL     = `SELECT 1 AS taken FROM asterion_budget_take(?)`
 	giveBackSQL = `SELECT asterion_budget_giveback(?)`
 
 	// startHoldsSQL holds the running reservations of starts ahead of the transactions that

@@ -166,23 +166,14 @@ func TestHold(t *testing.T) {
 	if !h.Grants[0].Ticket.Valid() || !h.Grants[1].Ticket.Valid() || !errors.As(h.Grants[2].Err, &be) || be.Reserved != 20 || be.Budget != 15 {
 		t.Fatalf("grants %+v (refusal %+v), want two tickets and a refusal seeing 20 reserved of 15", h.Grants, be)
 	}
-	standing := func() (counter, held int64) {
-		t.Helper()
-		if err := d.Bun.QueryRowContext(ctx, `SELECT b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
-			coalesce((SELECT sum(tokens) FROM sa_budget_hold WHERE org_id = b.org_id), 0) FROM sa_org_budget AS b WHERE b.org_id = ?`, org).
-			Scan(&counter, &held); err != nil {
-			t.Fatal(err)
-		}
-		return counter, held
-	}
-	if counter, held := standing(); counter != 20 || held != 20 {
+	if counter, held := budgetStanding(t, d, org); counter != 20 || held != 20 {
 		t.Errorf("after the hold the counter holds %d and the hold %d, want 20 and 20", counter, held)
 	}
 	for range 2 {
 		if err := a.GiveBack(ctx, h.ID); err != nil {
 			t.Fatal(err)
 		}
-		if counter, held := standing(); counter != 0 || held != 0 {
+		if counter, held := budgetStanding(t, d, org); counter != 0 || held != 0 {
 			t.Errorf("after giving the hold back the counter holds %d and the hold %d, want none", counter, held)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
+
+	"asterion/db"
 )
 
 // A budget row locked inside the transaction that writes a job stays locked until that
@@ -91,16 +93,29 @@ func (a *Admission) Hold(ctx context.Context, tx bun.Tx, reqs []*Request) (*Held
 	return h, nil
 }
 
-// Take takes the hold h in tx, the transaction about to write the jobs of its grants: their
-// reservations are the hold's, and the jobs add none of their own. It fails, leaving tx
-// unusable, when the hold is gone (given back already); the requests must then be admitted
-// again with Reserve.
-func (a *Admission) Take(ctx context.Context, tx bun.Tx, h *Held) error {
+// Take takes the hold h in tx with the writes pending on w (a Writes of tx), the jobs of h's
+// grants, and sends those writes: their reservations are the hold's, and the jobs add none of
+// their own. The take goes before the jobs' budget trigger runs, which reads which orgs'
+// reservations are held: as a rule in the same statement, its main query, with the jobs'
+// inserts in its WITH clause (an AFTER trigger of those runs at the statement's end); when the
+// writes cannot go as one statement, in a statement of its own ahead of them. It fails,
+// leaving tx unusable, when the hold is gone (given back already); the requests must then be
+// admitted again with Reserve. With no hold it only sends the writes.
+func (a *Admission) Take(ctx context.Context, tx bun.Tx, w *db.Writes, h *Held) error {
 	if h.ID == uuid.Nil {
-		return nil
+		return w.Send(ctx)
 	}
-	if _, err := tx.NewRaw(takeSQL, h.ID).Exec(ctx); err != nil {
-		return fmt.Errorf("take budget hold %s: %w", h.ID, err)
+	if !w.OneStatement() {
+		if _, err := tx.NewRaw(takeSQL, h.ID).Exec(ctx); err != nil {
+			return fmt.Errorf("take budget hold %s: %w", h.ID, err)
+		}
+		return w.Send(ctx)
+	}
+	var taken struct {
+		Taken int `bun:"taken"`
+	}
+	if err := w.ScanWith(ctx, &taken, takeSQL, h.ID); err != nil {
+		return fmt.Errorf("take budget hold %s with its jobs: %w", h.ID, err)
 	}
 	return nil
 }

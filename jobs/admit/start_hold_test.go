@@ -48,6 +48,18 @@ func setDayBudget(t *testing.T, d *dbtest.DB, org, tokens int64) {
 	}
 }
 
+// budgetStanding reads org's reservation counter, less the releases not yet folded into it,
+// and the tokens of its submit holds not yet taken.
+func budgetStanding(t *testing.T, d *dbtest.DB, org int64) (counter, held int64) {
+	t.Helper()
+	if err := d.Bun.QueryRowContext(context.Background(), `SELECT b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		coalesce((SELECT sum(tokens) FROM sa_budget_hold WHERE org_id = b.org_id), 0) FROM sa_org_budget AS b WHERE b.org_id = ?`, org).
+		Scan(&counter, &held); err != nil {
+		t.Fatal(err)
+	}
+	return counter, held
+}
+
 // runningStanding reads org's running counter, less the releases not yet folded into it, and
 // the tokens of its start holds not yet taken.
 func runningStanding(t *testing.T, d *dbtest.DB, org int64) (counter, held int64) {
