@@ -137,10 +137,7 @@ func TestHold(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	ctx := context.Background()
-	var org int64
-	if err := d.Bun.QueryRowContext(ctx, "INSERT INTO orgs (name) VALUES ('hold') RETURNING id").Scan(&org); err != nil {
-		t.Fatal(err)
-	}
+	org := newOrg(t, d, "hold")
 	setDayBudget(t, d, org, 15)
 	a, err := admit.New(admit.Config{DB: d.Bun, Models: []string{"m"}})
 	if err != nil {

@@ -48,25 +48,32 @@ func setDayBudget(t *testing.T, d *dbtest.DB, org, tokens int64) {
 	}
 }
 
-// budgetStanding reads org's reservation counter, less the releases not yet folded into it,
-// and the tokens of its submit holds not yet taken.
+// budgetStandingSQL reads an org's reservation counter, less the releases not yet folded into
+// it, and the tokens of its submit holds not yet taken; runningStandingSQL the same of its
+// running counter and start holds.
+const (
+	budgetStandingSQL = `SELECT b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
+		coalesce((SELECT sum(tokens) FROM sa_budget_hold WHERE org_id = b.org_id), 0) FROM sa_org_budget AS b WHERE b.org_id = ?`
+	runningStandingSQL = `SELECT r.running - coalesce((SELECT sum(tokens) FROM sa_budget_running_release WHERE org_id = r.org_id), 0),
+		coalesce((SELECT sum(tokens) FROM sa_budget_start_hold WHERE org_id = r.org_id), 0) FROM sa_budget_running AS r WHERE r.org_id = ?`
+)
+
+// budgetStanding reads org's reservation counter and untaken submit holds.
 func budgetStanding(t *testing.T, d *dbtest.DB, org int64) (counter, held int64) {
 	t.Helper()
-	if err := d.Bun.QueryRowContext(context.Background(), `SELECT b.reserved - coalesce((SELECT sum(reserved) FROM sa_budget_release WHERE org_id = b.org_id), 0),
-		coalesce((SELECT sum(tokens) FROM sa_budget_hold WHERE org_id = b.org_id), 0) FROM sa_org_budget AS b WHERE b.org_id = ?`, org).
-		Scan(&counter, &held); err != nil {
-		t.Fatal(err)
-	}
-	return counter, held
+	return standing(t, d, budgetStandingSQL, org)
 }
 
-// runningStanding reads org's running counter, less the releases not yet folded into it, and
-// the tokens of its start holds not yet taken.
+// runningStanding reads org's running counter and untaken start holds.
 func runningStanding(t *testing.T, d *dbtest.DB, org int64) (counter, held int64) {
 	t.Helper()
-	if err := d.Bun.QueryRowContext(context.Background(), `SELECT r.running - coalesce((SELECT sum(tokens) FROM sa_budget_running_release WHERE org_id = r.org_id), 0),
-		coalesce((SELECT sum(tokens) FROM sa_budget_start_hold WHERE org_id = r.org_id), 0) FROM sa_budget_running AS r WHERE r.org_id = ?`, org).
-		Scan(&counter, &held); err != nil {
+	return standing(t, d, runningStandingSQL, org)
+}
+
+// standing reads the counter and held tokens query gives for org.
+func standing(t *testing.T, d *dbtest.DB, query string, org int64) (counter, held int64) {
+	t.Helper()
+	if err := d.Bun.QueryRowContext(context.Background(), query, org).Scan(&counter, &held); err != nil {
 		t.Fatal(err)
 	}
 	return counter, held
