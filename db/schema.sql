@@ -1811,10 +1811,6 @@ CREATE INDEX idx_entity_parent ON public.sa_entity USING btree (parent_id) WHERE
 
 CREATE INDEX idx_entity_prompts ON public.sa_entity USING btree (org_id, created_by, created_at, id) WHERE ((kind)::text = 'prompt'::text);
 
--- Name: idx_event_created; Type: INDEX; Schema: public; Owner: -
-
-CREATE INDEX idx_event_created ON public.sa_event USING btree (created_at);
-
 -- Name: idx_event_org_seq; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX idx_event_org_seq ON public.sa_event USING btree (org_id, seq) WHERE (seq IS NOT NULL);

@@ -226,18 +226,6 @@ func HighMark(ctx context.Context, bunDB bun.IDB) (int64, error) {
 	return last, nil
 }
 
-// Prune deletes numbered events older than keep; readers that fall further behind resync from
-// a snapshot instead.
-func Prune(ctx context.Context, bunDB bun.IDB, keep time.Duration) (int64, error) {
-	res, err := bunDB.NewDelete().Model((*db.Event)(nil)).
-		Where("seq IS NOT NULL AND created_at < ?", time.Now().Add(-keep)).Exec(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("prune events: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, nil
-}
-
 // fromRow converts a stored event. PostgreSQL prints jsonb with spaces; the payload is
 // compacted here, once per event read, rather than by each of the streams it fans out to.
 func fromRow(r db.Event) Event {

@@ -1,0 +1,1 @@
+CREATE INDEX idx_event_created ON sa_event (created_at);
