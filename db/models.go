@@ -123,10 +123,9 @@ type Job struct {
 // Edge links two entities; a response flows from its prompt.
 type Edge struct {
 	bun.BaseModel `bun:"table:sa_edge"`
-	ID            int64     `bun:"id,pk,autoincrement"`
-	Kind          string    `bun:"kind"`
-	FromID        uuid.UUID `bun:"from_id,type:uuid"`
-	ToID          uuid.UUID `bun:"to_id,type:uuid"`
+	Kind          string    `bun:"kind,pk"`
+	FromID        uuid.UUID `bun:"from_id,pk,type:uuid"`
+	ToID          uuid.UUID `bun:"to_id,pk,type:uuid"`
 	OrgID         int64     `bun:"org_id"`
 	CreatedAt     time.Time `bun:"created_at,nullzero,default:now()"`
 }
@@ -216,9 +215,8 @@ type Operation struct {
 // OperationHistory is one digest-chained entry of an operation's status history.
 type OperationHistory struct {
 	bun.BaseModel `bun:"table:sa_operation_history"`
-	ID            int64     `bun:"id,pk,autoincrement"`
-	OperationID   uuid.UUID `bun:"operation_id,type:uuid"`
-	Seq           int64     `bun:"seq"`
+	OperationID   uuid.UUID `bun:"operation_id,pk,type:uuid"`
+	Seq           int64     `bun:"seq,pk"`
 	Status        string    `bun:"status"`
 	At            time.Time `bun:"at"`
 	DocDigest     string    `bun:"doc_digest"`

@@ -935,7 +935,6 @@ ALTER SEQUENCE public.sa_delivery_attempt_id_seq OWNED BY public.sa_delivery_att
 -- Name: sa_edge; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.sa_edge (
-    id bigint NOT NULL,
     kind character varying(32) NOT NULL,
     from_id uuid NOT NULL,
     to_id uuid NOT NULL,
@@ -943,19 +942,6 @@ CREATE TABLE public.sa_edge (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT sa_edge_kind_check CHECK (((kind)::text = 'flows-to'::text))
 );
-
--- Name: sa_edge_id_seq; Type: SEQUENCE; Schema: public; Owner: -
-
-CREATE SEQUENCE public.sa_edge_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
--- Name: sa_edge_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
-
-ALTER SEQUENCE public.sa_edge_id_seq OWNED BY public.sa_edge.id;
 
 -- Name: sa_entity; Type: TABLE; Schema: public; Owner: -
 
@@ -1296,7 +1282,6 @@ CREATE TABLE public.sa_operation_count (
 -- Name: sa_operation_history; Type: TABLE; Schema: public; Owner: -
 
 CREATE TABLE public.sa_operation_history (
-    id bigint NOT NULL,
     operation_id uuid NOT NULL,
     seq bigint NOT NULL,
     status character varying(16) NOT NULL,
@@ -1305,19 +1290,6 @@ CREATE TABLE public.sa_operation_history (
     prev_digest character(64) NOT NULL,
     entry_digest character(64) NOT NULL
 );
-
--- Name: sa_operation_history_id_seq; Type: SEQUENCE; Schema: public; Owner: -
-
-CREATE SEQUENCE public.sa_operation_history_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
--- Name: sa_operation_history_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
-
-ALTER SEQUENCE public.sa_operation_history_id_seq OWNED BY public.sa_operation_history.id;
 
 -- Name: sa_org_budget; Type: TABLE; Schema: public; Owner: -
 
@@ -1439,10 +1411,6 @@ ALTER TABLE ONLY public.sa_audit ALTER COLUMN id SET DEFAULT nextval('public.sa_
 
 ALTER TABLE ONLY public.sa_delivery_attempt ALTER COLUMN id SET DEFAULT nextval('public.sa_delivery_attempt_id_seq'::regclass);
 
--- Name: sa_edge id; Type: DEFAULT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.sa_edge ALTER COLUMN id SET DEFAULT nextval('public.sa_edge_id_seq'::regclass);
-
 -- Name: sa_event id; Type: DEFAULT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.sa_event ALTER COLUMN id SET DEFAULT nextval('public.sa_event_id_seq'::regclass);
@@ -1450,10 +1418,6 @@ ALTER TABLE ONLY public.sa_event ALTER COLUMN id SET DEFAULT nextval('public.sa_
 -- Name: sa_ledger id; Type: DEFAULT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.sa_ledger ALTER COLUMN id SET DEFAULT nextval('public.sa_ledger_id_seq'::regclass);
-
--- Name: sa_operation_history id; Type: DEFAULT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.sa_operation_history ALTER COLUMN id SET DEFAULT nextval('public.sa_operation_history_id_seq'::regclass);
 
 -- Name: users id; Type: DEFAULT; Schema: public; Owner: -
 
@@ -1604,15 +1568,10 @@ ALTER TABLE ONLY public.sa_delivery
 ALTER TABLE ONLY public.sa_delivery
     ADD CONSTRAINT sa_delivery_pkey PRIMARY KEY (id);
 
--- Name: sa_edge sa_edge_kind_from_id_to_id_key; Type: CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.sa_edge
-    ADD CONSTRAINT sa_edge_kind_from_id_to_id_key UNIQUE (kind, from_id, to_id);
-
 -- Name: sa_edge sa_edge_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.sa_edge
-    ADD CONSTRAINT sa_edge_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT sa_edge_pkey PRIMARY KEY (from_id, to_id, kind);
 
 -- Name: sa_entity sa_entity_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
@@ -1689,15 +1648,10 @@ ALTER TABLE ONLY public.sa_ledger
 ALTER TABLE ONLY public.sa_operation_continuation
     ADD CONSTRAINT sa_operation_continuation_pkey PRIMARY KEY (operation_id);
 
--- Name: sa_operation_history sa_operation_history_operation_id_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
-
-ALTER TABLE ONLY public.sa_operation_history
-    ADD CONSTRAINT sa_operation_history_operation_id_seq_key UNIQUE (operation_id, seq);
-
 -- Name: sa_operation_history sa_operation_history_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
 ALTER TABLE ONLY public.sa_operation_history
-    ADD CONSTRAINT sa_operation_history_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT sa_operation_history_pkey PRIMARY KEY (operation_id, seq);
 
 -- Name: sa_operation sa_operation_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 
