@@ -1749,14 +1749,6 @@ CREATE INDEX idx_delivery_open ON public.sa_delivery USING btree (next_attempt_a
 
 CREATE INDEX idx_edge_to ON public.sa_edge USING btree (to_id);
 
--- Name: idx_entity_correlation; Type: INDEX; Schema: public; Owner: -
-
-CREATE INDEX idx_entity_correlation ON public.sa_entity USING btree (correlation_id);
-
--- Name: idx_entity_org_user_created; Type: INDEX; Schema: public; Owner: -
-
-CREATE INDEX idx_entity_org_user_created ON public.sa_entity USING btree (org_id, created_by, created_at);
-
 -- Name: idx_entity_parent; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX idx_entity_parent ON public.sa_entity USING btree (parent_id) WHERE (parent_id IS NOT NULL);

@@ -6,7 +6,7 @@ package readmodel
 // (db.Numbered numbers it for database/sql).
 const (
 	// missionFieldSQL reads the newest ?5 prompts of org ?0 and user ?1 (every job of a prompt has
-	// its prompt's org and creator) walking idx_entity_org_user_created newest first, each with its
+	// its prompt's org and creator) walking idx_entity_prompts newest first, each with its
 	// newest job, that job's response and the superseded jobs of the prompt, texts cut to ?2 + 1
 	// characters (one more than shown, to tell a cut text), read from body_head when the body is
 	// longer than that head's 1000, so that no long body is fetched. With ?3 true only prompts with
