@@ -5,28 +5,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/uptrace/bun"
 
 	"asterion/db/dbtest"
 	"asterion/jobs/feed"
 )
-
-// queryLog keeps the text of every query bun ran.
-type queryLog struct {
-	mu sync.Mutex
-	qs []string
-}
-
-func (l *queryLog) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
-func (l *queryLog) AfterQuery(_ context.Context, ev *bun.QueryEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.qs = append(l.qs, ev.Query)
-}
 
 // ageEvents dates the events numbered first..last two hours back.
 func ageEvents(t *testing.T, d *dbtest.DB, first, last int) {
@@ -128,9 +112,7 @@ func TestPruneReadsTheNumbersIndex(t *testing.T) {
 		if err != nil || n != 200 {
 			t.Fatalf("analyzed %v: pruned %d, %v; want 200", analyzed, n, err)
 		}
-		log.mu.Lock()
-		qs := slices.Clone(log.qs)
-		log.mu.Unlock()
+		qs := log.all()
 		if len(qs) != 2 {
 			t.Fatalf("analyzed %v: prune ran %d statements, want 2: %q", analyzed, len(qs), qs)
 		}

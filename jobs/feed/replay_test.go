@@ -4,27 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/uptrace/bun"
 
 	"asterion/db/dbtest"
 	"asterion/jobs/feed"
 )
-
-// lastQuery keeps the text of the last query bun ran.
-type lastQuery struct {
-	mu sync.Mutex
-	q  string
-}
-
-func (l *lastQuery) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
-func (l *lastQuery) AfterQuery(_ context.Context, ev *bun.QueryEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.q = ev.Query
-}
 
 // seedFeed numbers n events spread over 10 orgs of 10 users each, straight in SQL.
 func seedFeed(t *testing.T, d *dbtest.DB, n int) {
@@ -45,7 +29,7 @@ func TestReplayUsesTheScopeIndex(t *testing.T) {
 	d := dbtest.New(t)
 	ctx := context.Background()
 	seedFeed(t, d, 20000)
-	lq := &lastQuery{}
+	lq := &queryLog{}
 	d.Bun.AddQueryHook(lq)
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
@@ -73,9 +57,7 @@ func TestReplayUsesTheScopeIndex(t *testing.T) {
 					t.Fatalf("event %+v out of scope %+v or out of order", e, c.scope)
 				}
 			}
-			lq.mu.Lock()
-			q := lq.q
-			lq.mu.Unlock()
+			q := lq.last()
 			var lines []string
 			if err := d.Bun.NewRaw("EXPLAIN (FORMAT TEXT) "+q).Scan(ctx, &lines); err != nil {
 				t.Fatal(err)
