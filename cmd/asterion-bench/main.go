@@ -89,7 +89,7 @@ func (c config) scaledFor(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.loadScale)
 }
 
-const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness,frontdoor,batch"
+const allSides, allPhases = "baseline,asterion", "closed50,closed200,open,pickup,e2e,floor,streams,dashboards,growth,pages,mission,chunks,inflight,governed,fairness,frontdoor,batch"
 
 // benchPassword is the password of the bench servers' first admin.
 const benchPassword = "bench-password-1"
@@ -301,6 +301,12 @@ func run() error {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "%+v\n", *pair.r)
+	}
+	if cfg.wants(cfg.sides, "asterion") && cfg.wants(cfg.phases, "floor") {
+		fmt.Fprintln(os.Stderr, "== floor")
+		if rep.Asterion.Floor, err = floorPhase(ctx, cfg); err != nil {
+			return fmt.Errorf("floor phase: %w", err)
+		}
 	}
 	if cfg.wants(cfg.sides, "asterion") {
 		ae := asterionOnly{cfg: cfg, api: newAPIClient("http://"+astAddr, astT.token), pid: ast.Process.Pid, dbURL: astDB,

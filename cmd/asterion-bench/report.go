@@ -31,6 +31,8 @@ type side struct {
 	Batch      *batchResult      `json:"batch,omitempty"`
 	// DBCost is what the end-to-end phase's jobs cost the database, per job.
 	DBCost *dbCostResult `json:"db_cost,omitempty"`
+	// Floor is what a job's records cost the database with nothing else written.
+	Floor *floorResult `json:"floor,omitempty"`
 }
 
 type report struct {

@@ -57,6 +57,7 @@ var costSteps = []string{"submit", "claim", "finish", "other"}
 
 // costRows writes the rows of the database's cost per job.
 func costRows(database string, a, b side, row func(fig, av, bv, rt, target, how string)) {
+	defer floorRows(database, a.Floor, row)
 	ac, bc := a.DBCost, b.DBCost
 	if ac == nil && bc == nil {
 		return
@@ -96,6 +97,24 @@ func costRows(database string, a, b side, row func(fig, av, bv, rt, target, how 
 	}
 	pair("index entries written per job", "", "", "Σ over tables of (rows inserted + updates not HOT) × the table's indexes that are not partial; "+tablesHow(ac), func(c *dbCostResult) float64 { return c.IndexEntries })
 	pair("index entries at most written per job into partial indexes", "", "", "the same rows × the partial indexes (each row whose new version matches the predicate writes one)", func(c *dbCostResult) float64 { return c.PartialEntries })
+}
+
+// floorRows writes the rows of the floor phase: what the records of a job cost the database
+// when nothing but them is written, beside which the end-to-end phase's cost reads.
+func floorRows(database string, f *floorResult, row func(fig, av, bv, rt, target, how string)) {
+	if f == nil {
+		return
+	}
+	how := fmt.Sprintf("the floor: the records every answered prompt leaves (prompt, operation and its three history entries, River job, job, three change-feed events numbered by the server's sequencer, output chunk, response, edge, ledger, attempt, audit), each step of the job's life one statement of its own implicit transaction with every value known, nothing else (no budget, governor, fair share, lock or read); %d jobs through %d connections in a fresh database of Asterion's schema on %s, measured as the end-to-end phase is", f.Jobs, f.Workers, database)
+	row("floor: jobs/s of a job's records alone", fmt.Sprintf("%.0f/s", f.JobsPerSec), "", "", "", how)
+	if f.Cost == nil {
+		return
+	}
+	row("floor: statement time per job of a job's records alone", fmt.Sprintf("%.2f ms", f.Cost.Life.Ms), "", "", "",
+		fmt.Sprintf("same; %.2f statements a job (submit %.2f ms, claim %.2f ms, finish %.2f ms, the sequencer and the rest %.2f ms)",
+			f.Cost.Life.Statements, f.Cost.Steps["submit"].Ms, f.Cost.Steps["claim"].Ms, f.Cost.Steps["finish"].Ms, f.Cost.Steps["other"].Ms))
+	row("floor: index entries written per job", fmt.Sprintf("%.2f", f.Cost.IndexEntries), "", "", "",
+		fmt.Sprintf("same count as the end-to-end row; ≤ %.2f more into partial indexes", f.Cost.PartialEntries))
 }
 
 // stepHow lists the costliest statements of step, for the row's last column.
