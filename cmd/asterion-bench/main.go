@@ -45,7 +45,9 @@ type config struct {
 	openFor   time.Duration
 	openRate  int
 	e2eJobs   int
-	out       string
+	// floorWithout names the groups of records the floor phase leaves out, to read their price.
+	floorWithout []string
+	out          string
 	// sides and phases narrow a run for investigation; a narrowed run prints its figures and
 	// writes no report, so BENCHMARKS.md only ever holds complete runs.
 	sides  string
@@ -141,7 +143,8 @@ func run() error {
 	flag.DurationVar(&cfg.closedFor, "closed", 10*time.Second, "duration of each closed-loop phase")
 	flag.DurationVar(&cfg.openFor, "open", 30*time.Second, "duration of the open-loop phase")
 	flag.IntVar(&cfg.openRate, "rate", 300, "open-loop offered submits per second")
-	flag.IntVar(&cfg.e2eJobs, "e2e-jobs", 3000, "jobs in the end-to-end phase")
+	flag.IntVar(&cfg.e2eJobs, "e2e-jobs", 3000, "jobs in the end-to-end and floor phases")
+	floorWithout := flag.String("floor-without", "", "groups of records the floor phase leaves out (comma-separated: "+strings.Join(floorGroups, ",")+")")
 	flag.StringVar(&cfg.out, "out", "BENCHMARKS.md", "report path (bench.json is written beside it)")
 	flag.StringVar(&cfg.sides, "sides", allSides, "which servers to measure (comma-separated)")
 	flag.StringVar(&cfg.phases, "phases", allPhases, "which phases to run (comma-separated)")
@@ -165,6 +168,11 @@ func run() error {
 	if err := cfg.checkWorkers(); err != nil {
 		return err
 	}
+	without, err := parseFloorWithout(*floorWithout)
+	if err != nil {
+		return err
+	}
+	cfg.floorWithout = without
 	pageSizes, err := parseSizes(cfg.pageSizes)
 	if err != nil {
 		return err
