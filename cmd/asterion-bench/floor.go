@@ -251,14 +251,11 @@ func runFloor(ctx context.Context, pool *pgxpool.Pool, owner floorOwner, without
 	poke := make(chan struct{}, 1)
 	seqDone := make(chan error, 1)
 	stop := make(chan struct{})
-	go func() {
-		if !numbered {
-			<-stop
-			seqDone <- nil
-			return
-		}
-		seqDone <- sequenceWhilePoked(ctx, pool, poke, stop)
-	}()
+	if numbered {
+		go func() { seqDone <- sequenceWhilePoked(ctx, pool, poke, stop) }()
+	} else {
+		seqDone <- nil
+	}
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	start := time.Now()

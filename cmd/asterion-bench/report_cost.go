@@ -109,7 +109,7 @@ func floorRows(database string, f *floorResult, row func(fig, av, bv, rt, target
 	if len(f.Without) > 0 {
 		left = " (this run left out: " + strings.Join(f.Without, ", ") + ")"
 	}
-	how := fmt.Sprintf("the floor"+left+": the records every answered prompt leaves (prompt, operation and its three history entries, River job, job, three change-feed events numbered by the server's sequencer, output chunk, response, edge, ledger, attempt, audit), each step of the job's life one statement of its own implicit transaction with every value known, nothing else (no budget, governor, fair share, lock or read); %d jobs through %d connections in a fresh database of Asterion's schema on %s, measured as the end-to-end phase is", f.Jobs, f.Workers, database)
+	how := fmt.Sprintf("the floor%s: the records every answered prompt leaves (prompt, operation and its three history entries, River job, job, three change-feed events numbered by the server's sequencer, output chunk, response, edge, ledger, attempt, audit), each step of the job's life one statement of its own implicit transaction with every value known, nothing else (no budget, governor, fair share, lock or read); %d jobs through %d connections in a fresh database of Asterion's schema on %s, measured as the end-to-end phase is", left, f.Jobs, f.Workers, database)
 	row("floor: jobs/s of a job's records alone", fmt.Sprintf("%.0f/s", f.JobsPerSec), "", "", "", how)
 	if f.Cost == nil {
 		return
