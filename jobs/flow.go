@@ -66,6 +66,12 @@ func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 	if err != nil {
 		return fmt.Errorf("provider slot for job %s: %w", args.JobID, err)
 	}
+	if grant.Granted {
+		// The slot, on the database's clock, is what the governor promises about: a call
+		// starts at it or, on a loaded machine, later. The line lets an operator (and a test
+		// of several processes) hold the calls' starts against the slots they were given.
+		s.log.Debug("provider call slot granted", "job_id", args.JobID, "model", model, "slot", grant.At, "wait", grant.Wait)
+	}
 	switch {
 	case grant.Paused:
 		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
