@@ -55,7 +55,8 @@ func (s *calls) modelOf(asked string) string {
 // awaitProviderSlot asks the governor for a call slot for the job a vehicle carries, before
 // the job is claimed: a slot soon is waited for here, the job still queued; a slot beyond the
 // governor's horizon, or a paused model, gives the vehicle back for later with the job saying
-// why (river.JobSnooze: no attempt spent). nil means the call may start now.
+// why (river.JobSnooze: no attempt spent). A slot waited for is held against the model's
+// pauses again when it comes. nil means the call may start now.
 func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 	g := s.cfg.Governor
 	if g == nil {
@@ -92,10 +93,24 @@ func (s *calls) awaitProviderSlot(ctx context.Context, args PromptArgs) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// A 429 or an operator's pause that arrived while the slot was waited for holds this
+	// call too. A call granted at once skips the read: whatever held the model then is in
+	// its slot, and one arriving since is as much in flight as the call itself.
+	hold, err := g.Held(ctx, model)
+	switch {
+	case err != nil:
+		return fmt.Errorf("provider slot for job %s: %w", args.JobID, err)
+	case hold.Paused:
+		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
+		return river.JobSnooze(pausedModelRecheck)
+	case hold.Wait > 0:
+		s.markWaiting(ctx, args.JobID, WaitingProviderCapacity)
+		return river.JobSnooze(min(hold.Wait, g.MaxPause()))
+	}
+	return nil
 }
 
 // maxPause is the longest one provider answer may hold anything: the governor's MaxPause, or

@@ -12,6 +12,11 @@ const (
 	// argument bounds the pause and the token debt of one answer).
 	observeSQL = `SELECT asterion_governor_observe($1, $2, $3, $4, $5, $6, $7, $8)`
 
+	// heldSQL reads whether an operator's pause holds a model, and for how many more seconds
+	// a provider's pause does (0 for none).
+	heldSQL = `SELECT operator_paused, greatest(extract(epoch FROM paused_until - clock_timestamp()), 0)::float8
+FROM sa_governor WHERE model = $1`
+
 	// resumeSQL ends every pause of a model; a model never seen gets its row, unpaused.
 	resumeSQL = `INSERT INTO sa_governor (model) VALUES (?)
 ON CONFLICT (model) DO UPDATE SET operator_paused = false, paused_by = NULL, paused_role = NULL, paused_actor = NULL,
