@@ -26,11 +26,23 @@ type testEnv struct {
 	db  *dbtest.DB
 }
 
+// newTestIdentity is the identity service of a test server: the real one, writing password
+// hashes at the cheapest argon2id cost. At the default cost a hash takes a third of a second
+// of a core under the race detector, and the package's tests sign hundreds of users in.
+func newTestIdentity(t *testing.T, d *dbtest.DB) *identity.Service {
+	t.Helper()
+	ids, err := identity.New(d.Bun, identity.Config{PasswordCost: identity.PasswordCost{MemoryKiB: 8, Iterations: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // newTestEnv builds the real application (handlers.New) over a fresh database.
 func newTestEnv(t *testing.T, deps Deps) *testEnv {
 	t.Helper()
 	d := dbtest.New(t)
-	ids := identity.NewService(d.Bun)
+	ids := newTestIdentity(t, d)
 	deps.Identity = ids
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

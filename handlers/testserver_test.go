@@ -145,7 +145,7 @@ func startLiveServerWith(t *testing.T, cfg liveServerConfig) *liveServer {
 	if cfg.Provider == nil {
 		cfg.Provider = provider.NewSim(provider.SimConfig{MinLatency: 20 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
 	}
-	ids := identity.NewService(d.Bun)
+	ids := newTestIdentity(t, d)
 	svc := newTestJobs(t, d, cfg.Provider, log, cfg.Jobs)
 	if cfg.Service != nil {
 		cfg.Service(svc)

@@ -42,6 +42,10 @@ type Config struct {
 	// PurgeInterval is how often RunMaintenance deletes expired sessions and old failures
 	// (default 5 minutes).
 	PurgeInterval time.Duration
+	// PasswordCost is the cost of the password hashes written (default DefaultPasswordCost).
+	// Only tests lower it: under the race detector one hash at the default takes about a third
+	// of a second of a core, and a suite that signs many users in spends minutes on it.
+	PasswordCost PasswordCost
 }
 
 func (c Config) withDefaults() Config {
@@ -65,6 +69,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PurgeInterval == 0 {
 		c.PurgeInterval = DefaultPurgeInterval
+	}
+	if c.PasswordCost == (PasswordCost{}) {
+		c.PasswordCost = DefaultPasswordCost
 	}
 	return c
 }
@@ -91,6 +98,11 @@ func (c Config) validate() error {
 	}
 	if c.PurgeInterval < 0 {
 		errs = append(errs, fmt.Errorf("purge interval %s is negative", c.PurgeInterval))
+	}
+	if c.PasswordCost != (PasswordCost{}) {
+		if err := c.PasswordCost.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("identity config: %w", err)

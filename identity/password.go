@@ -11,27 +11,53 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// Argon2id parameters: the OWASP minimum (19 MiB, 2 iterations, 1 lane).
+// Argon2id parameters every hash shares: one lane, a 32-byte key and a 16-byte salt.
 const (
-	argonMemoryKiB = 19 * 1024
-	argonTime      = 2
-	argonThreads   = 1
-	argonKeyLen    = 32
-	argonSaltLen   = 16
+	argonThreads = 1
+	argonKeyLen  = 32
+	argonSaltLen = 16
 )
 
-// ErrBadHash reports a stored password hash that cannot be read.
-var ErrBadHash = errors.New("unreadable password hash")
+// PasswordCost is the argon2id cost of the password hashes a Service writes. A hash records
+// its own cost, so hashes of any cost verify whatever the Service's is.
+type PasswordCost struct {
+	// MemoryKiB is the memory one hash fills, in KiB (at least 8).
+	MemoryKiB uint32
+	// Iterations is the passes over that memory (1 to 100).
+	Iterations uint32
+}
 
-// HashPassword returns the PHC-encoded argon2id hash of password.
-func HashPassword(password string) (string, error) {
+// DefaultPasswordCost is the OWASP minimum for argon2id: 19 MiB, 2 iterations, 1 lane.
+var DefaultPasswordCost = PasswordCost{MemoryKiB: 19 * 1024, Iterations: 2}
+
+// validate says what is wrong with c, in the bounds VerifyPassword accepts.
+func (c PasswordCost) validate() error {
+	if c.MemoryKiB < 8 || c.MemoryKiB > 1<<20 {
+		return fmt.Errorf("password hash memory %d KiB is outside [8, %d]", c.MemoryKiB, 1<<20)
+	}
+	if c.Iterations < 1 || c.Iterations > 100 {
+		return fmt.Errorf("password hash iterations %d are outside [1, 100]", c.Iterations)
+	}
+	return nil
+}
+
+// Hash returns the PHC-encoded argon2id hash of password at cost c.
+func (c PasswordCost) Hash(password string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("read salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemoryKiB, argonTime, argonThreads,
+	key := argon2.IDKey([]byte(password), salt, c.Iterations, c.MemoryKiB, argonThreads, argonKeyLen)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, c.MemoryKiB, c.Iterations, argonThreads,
 		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key)), nil
+}
+
+// ErrBadHash reports a stored password hash that cannot be read.
+var ErrBadHash = errors.New("unreadable password hash")
+
+// HashPassword returns the PHC-encoded argon2id hash of password at DefaultPasswordCost.
+func HashPassword(password string) (string, error) {
+	return DefaultPasswordCost.Hash(password)
 }
 
 // VerifyPassword reports whether password matches the encoded hash, in constant time.
@@ -66,6 +92,6 @@ func VerifyPassword(password, encoded string) (bool, error) {
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
 
-// dummyHash is verified against when a user does not exist, so a login for an unknown name
-// takes as long as one with a wrong password.
-var dummyHash, _ = HashPassword("asterion-dummy-password")
+// dummyPassword is what a sign-in of a name with no password is verified against, at the
+// Service's cost, so that it takes as long as one with a wrong password.
+const dummyPassword = "asterion-dummy-password"

@@ -1,11 +1,13 @@
 package identity_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"asterion/db/dbtest"
 	"asterion/identity"
 )
 
@@ -213,5 +215,44 @@ func TestSecrets(t *testing.T) {
 	}
 	if strings.Contains(identity.HashSecret(a), a[4:]) {
 		t.Fatal("hash contains the secret")
+	}
+}
+
+// TestPasswordCost: a Service writes its users' hashes at its configured cost, and they sign
+// in; a Service of another cost signs the same users in (a hash carries its cost), and a name
+// with no password is verified against a hash of the Service's own cost and refused.
+func TestPasswordCost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dbtest.New(t)
+	cheap, err := identity.New(d.Bun, identity.Config{PasswordCost: identity.PasswordCost{MemoryKiB: 64, Iterations: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOrg(t, cheap, "acme")
+	mustUser(t, cheap, "acme", "ada", identity.RoleMember, "ada-long-password")
+	var hash string
+	if err := d.Bun.NewSelect().TableExpr("users").Column("password_hash").Where("name = 'ada'").Scan(ctx, &hash); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(hash, "$argon2id$v=19$m=64,t=3,p=1$") {
+		t.Errorf("hash %q, want argon2id at 64 KiB and 3 passes", hash)
+	}
+	if _, err := cheap.SetPassword(ctx, "ada", "ada-new-long-password"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Bun.NewSelect().TableExpr("users").Column("password_hash").Where("name = 'ada'").Scan(ctx, &hash); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(hash, "$argon2id$v=19$m=64,t=3,p=1$") {
+		t.Errorf("hash after a new password %q, want argon2id at 64 KiB and 3 passes", hash)
+	}
+	for name, s := range map[string]*identity.Service{"the cheap service": cheap, "a default service": identity.NewService(d.Bun)} {
+		if _, _, _, err := s.SignIn(ctx, "ada", "ada-new-long-password", "192.0.2.1"); err != nil {
+			t.Errorf("%s: sign-in with the right password: %v", name, err)
+		}
+		if _, _, _, err := s.SignIn(ctx, "nobody", "ada-new-long-password", "192.0.2.2"); !errors.Is(err, identity.ErrUnauthenticated) {
+			t.Errorf("%s: sign-in of an unknown name: %v, want unauthenticated", name, err)
+		}
 	}
 }

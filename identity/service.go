@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -35,6 +36,9 @@ type Service struct {
 	cfg Config
 	// hashSlots bounds the password hashes running at once in this process (one token each).
 	hashSlots chan struct{}
+	// dummyHash is the hash of dummyPassword at the configured cost, made at the first sign-in
+	// that needs it (a command that signs nobody in never pays for it).
+	dummyHash func() string
 }
 
 // NewService returns a Service over bunDB with the default Config.
@@ -52,7 +56,12 @@ func New(bunDB *bun.DB, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Service{db: bunDB, now: time.Now, cfg: cfg, hashSlots: make(chan struct{}, cfg.MaxConcurrentHashes)}, nil
+	s := &Service{db: bunDB, now: time.Now, cfg: cfg, hashSlots: make(chan struct{}, cfg.MaxConcurrentHashes)}
+	s.dummyHash = sync.OnceValue(func() string {
+		h, _ := cfg.PasswordCost.Hash(dummyPassword)
+		return h
+	})
+	return s, nil
 }
 
 // Config returns the configuration in effect, defaults filled in.
@@ -106,7 +115,7 @@ func (s *Service) CreateUser(ctx context.Context, orgName, name string, role Rol
 		if err := checkPassword(password); err != nil {
 			return db.User{}, err
 		}
-		h, err := HashPassword(password)
+		h, err := s.cfg.PasswordCost.Hash(password)
 		if err != nil {
 			return db.User{}, err
 		}

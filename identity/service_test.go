@@ -12,11 +12,20 @@ import (
 	"asterion/identity"
 )
 
+// testCost is the password cost of the package's services: the cheapest argon2id allows. The
+// default's third of a second a hash under the race detector would make the sign-in tests
+// spend minutes hashing; TestPasswordCost covers the cost itself.
+var testCost = identity.PasswordCost{MemoryKiB: 8, Iterations: 1}
+
 // newService returns a Service over a fresh migrated database of its own.
 func newService(t *testing.T) (*identity.Service, *dbtest.DB) {
 	t.Helper()
 	d := dbtest.New(t)
-	return identity.NewService(d.Bun), d
+	s, err := identity.New(d.Bun, identity.Config{PasswordCost: testCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, d
 }
 
 func mustOrg(t *testing.T, s *identity.Service, name string) {

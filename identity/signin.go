@@ -89,7 +89,7 @@ func (s *Service) SignIn(ctx context.Context, name, password, address string) (s
 		release = true // the database failed, not the caller
 		return "", db.Session{}, Principal{}, fmt.Errorf("sign in: %w", err)
 	}
-	hash := dummyHash
+	hash := s.dummyHash()
 	if err == nil && u.PasswordHash != nil {
 		hash = *u.PasswordHash
 	}

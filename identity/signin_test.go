@@ -15,6 +15,9 @@ import (
 func newLimitedService(t *testing.T, cfg identity.Config) (*identity.Service, *dbtest.DB) {
 	t.Helper()
 	_, d := newService(t)
+	if cfg.PasswordCost == (identity.PasswordCost{}) {
+		cfg.PasswordCost = testCost
+	}
 	s, err := identity.New(d.Bun, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -250,16 +253,20 @@ func TestPurge(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	for name, cfg := range map[string]identity.Config{
-		"window":    {SignInWindow: -time.Second},
-		"per user":  {MaxFailuresPerUser: -1},
-		"per pair":  {MaxFailuresPerUserAddress: -1},
-		"per addr":  {MaxFailuresPerAddress: -1},
-		"hashes":    {MaxConcurrentHashes: -1},
-		"hash wait": {HashWait: -1},
-		"purge":     {PurgeInterval: -1},
+		"window":          {SignInWindow: -time.Second},
+		"per user":        {MaxFailuresPerUser: -1},
+		"per pair":        {MaxFailuresPerUserAddress: -1},
+		"per addr":        {MaxFailuresPerAddress: -1},
+		"hashes":          {MaxConcurrentHashes: -1},
+		"hash wait":       {HashWait: -1},
+		"purge":           {PurgeInterval: -1},
+		"hash memory":     {PasswordCost: identity.PasswordCost{MemoryKiB: 7, Iterations: 1}},
+		"hash memory max": {PasswordCost: identity.PasswordCost{MemoryKiB: 1<<20 + 1, Iterations: 1}},
+		"hash passes":     {PasswordCost: identity.PasswordCost{MemoryKiB: 8}},
+		"hash passes max": {PasswordCost: identity.PasswordCost{MemoryKiB: 8, Iterations: 101}},
 	} {
 		if _, err := identity.New(nil, cfg); err == nil {
-			t.Errorf("%s: a negative value was accepted", name)
+			t.Errorf("%s: a value out of bounds was accepted", name)
 		}
 	}
 	s, err := identity.New(nil, identity.Config{})
@@ -267,7 +274,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c := s.Config(); c.SignInWindow != 15*time.Minute || c.MaxFailuresPerUserAddress != 5 || c.MaxFailuresPerAddress != 20 ||
-		c.MaxFailuresPerUser != 100 || c.MaxConcurrentHashes < 2 {
+		c.MaxFailuresPerUser != 100 || c.MaxConcurrentHashes < 2 || c.PasswordCost != identity.DefaultPasswordCost {
 		t.Fatalf("defaults %+v", c)
 	}
 }

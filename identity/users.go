@@ -63,7 +63,7 @@ func (s *Service) SetPassword(ctx context.Context, name, password string) (int, 
 	if err := checkPassword(password); err != nil {
 		return 0, err
 	}
-	h, err := HashPassword(password)
+	h, err := s.cfg.PasswordCost.Hash(password)
 	if err != nil {
 		return 0, err
 	}
