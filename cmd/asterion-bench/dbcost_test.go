@@ -11,6 +11,7 @@ func TestAsterionStepsOfTheirStatements(t *testing.T) {
 		`WITH b0 AS (INSERT INTO sa_entity (id) VALUES ($1)) , b3 AS (INSERT INTO sa_job (id, prompt_id) VALUES ($2, $3)) INSERT INTO sa_event (seq) VALUES ($4)`:     "submit",
 		`-- name: JobInsertFastMany :many WITH raw_job_data AS (SELECT 1)`:                                                                                            "submit",
 		`SELECT granted, slot, now_at, paused, metered FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`:                                                        "claim",
+		`SELECT operator_paused, greatest(extract(epoch FROM paused_until - clock_timestamp()), $2)::float8 FROM sa_governor WHERE model = $1`:                        "claim",
 		`WITH moved AS (UPDATE sa_job SET state = $1, updated_at = now(), worker_claim = $2, claimed_at = now() WHERE id = $3 RETURNING *) SELECT 1`:                  "claim",
 		`WITH b0 AS (UPDATE sa_operation SET kind = $1 WHERE id = $2) , b1 AS (INSERT INTO sa_operation_history (seq) VALUES ($3)) SELECT set_config($4, $5, $6)`:     "claim",
 		`WITH b0 AS (UPDATE sa_operation SET kind = $1 WHERE id = $2) , b1 AS (INSERT INTO sa_event (seq) VALUES ($3)) INSERT INTO sa_audit (org_id) VALUES ($4)`:     "finish",

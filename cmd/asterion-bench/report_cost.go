@@ -40,7 +40,7 @@ var (
 // maintenance and the servers' periodic reads fall in "other".
 var asterionRules = []stepRule{
 	{"finish", regexp.MustCompile(`INSERT INTO sa_ledger|INSERT INTO sa_attempt|INSERT INTO sa_audit|JobSetStateIfRunningMany|INSERT INTO sa_job_output|AS v\(job_id uuid, attempt smallint, seq`)},
-	{"claim", regexp.MustCompile(`JobGetAvailable|asterion_governor_reserve|WITH RECURSIVE x AS MATERIALIZED|claimed_at = now\(\)|asterion_budget_start_hold|asterion_budget_start_giveback|^WITH b0 AS \(UPDATE sa_operation .* SELECT set_config\(|FROM sa_budget_running AS r|FROM sa_job_count WHERE org_id`)},
+	{"claim", regexp.MustCompile(`JobGetAvailable|asterion_governor_reserve|SELECT operator_paused, .* FROM sa_governor WHERE model|WITH RECURSIVE x AS MATERIALIZED|claimed_at = now\(\)|asterion_budget_start_hold|asterion_budget_start_giveback|^WITH b0 AS \(UPDATE sa_operation .* SELECT set_config\(|FROM sa_budget_running AS r|FROM sa_job_count WHERE org_id`)},
 	{"submit", regexp.MustCompile(`INSERT INTO sa_job \(|JobInsertFastMany|FROM api_tokens|UPDATE api_tokens|sa_idempotency \(|UPDATE sa_org_budget|FROM sa_org_budget AS b|asterion_budget_hold|asterion_budget_take`)},
 }
 

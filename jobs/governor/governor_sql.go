@@ -14,8 +14,7 @@ const (
 
 	// heldSQL reads whether an operator's pause holds a model, and for how many more seconds
 	// a provider's pause does (0 for none).
-	heldSQL = `SELECT operator_paused, greatest(extract(epoch FROM paused_until - clock_timestamp()), 0)::float8
-FROM sa_governor WHERE model = $1`
+	heldSQL = `SELECT operator_paused, greatest(extract(epoch FROM paused_until - clock_timestamp()), 0)::float8 FROM sa_governor WHERE model = $1`
 
 	// resumeSQL ends every pause of a model; a model never seen gets its row, unpaused.
 	resumeSQL = `INSERT INTO sa_governor (model) VALUES (?)
