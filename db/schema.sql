@@ -402,6 +402,15 @@ END $$;
 -- Name: asterion_governor_reserve(text, integer, integer, integer, double precision, integer); Type: FUNCTION; Schema: public; Owner: -
 
 CREATE FUNCTION public.asterion_governor_reserve(p_model text, p_rpm integer, p_tpm integer, p_tokens integer, p_horizon double precision, p_burst integer) RETURNS TABLE(granted boolean, slot timestamp with time zone, now_at timestamp with time zone, paused boolean, metered boolean)
+    LANGUAGE sql
+    AS $$
+    SELECT r.granted, r.slot, r.now_at, r.paused, r.metered
+    FROM asterion_governor_reserve(p_model, p_rpm, p_tpm, p_tokens, p_horizon, p_burst, false) AS r
+$$;
+
+-- Name: asterion_governor_reserve(text, integer, integer, integer, double precision, integer, boolean); Type: FUNCTION; Schema: public; Owner: -
+
+CREATE FUNCTION public.asterion_governor_reserve(p_model text, p_rpm integer, p_tpm integer, p_tokens integer, p_horizon double precision, p_burst integer, p_count_by_read boolean) RETURNS TABLE(granted boolean, slot timestamp with time zone, now_at timestamp with time zone, paused boolean, metered boolean, counted boolean)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -415,13 +424,13 @@ DECLARE
     s     TIMESTAMPTZ;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    IF p_rpm <= 0 AND p_tpm <= 0 THEN
+    IF p_rpm <= 0 AND p_tpm <= 0 AND p_count_by_read THEN
         t_now := clock_timestamp();
-        UPDATE sa_governor SET calls = calls + 1, updated_at = t_now
+        PERFORM 1 FROM sa_governor
         WHERE model = p_model AND NOT operator_paused AND learned_rpm = 0 AND learned_tpm = 0
           AND (paused_until IS NULL OR paused_until <= t_now);
         IF FOUND THEN
-            RETURN QUERY SELECT true, t_now, t_now, false, false;
+            RETURN QUERY SELECT true, t_now, t_now, false, false, false;
             RETURN;
         END IF;
     END IF;
@@ -434,7 +443,7 @@ BEGIN
     rpm := CASE WHEN p_rpm > 0 THEN p_rpm ELSE g.learned_rpm END;
     tpm := CASE WHEN p_tpm > 0 THEN p_tpm ELSE g.learned_tpm END;
     IF g.operator_paused THEN
-        RETURN QUERY SELECT false, NULL::TIMESTAMPTZ, t_now, true, tpm > 0;
+        RETURN QUERY SELECT false, NULL::TIMESTAMPTZ, t_now, true, tpm > 0, false;
         RETURN;
     END IF;
     s := greatest(t_now, g.paused_until);
@@ -447,7 +456,7 @@ BEGIN
         s := greatest(s, g.tok_tat - interval '10 seconds');
     END IF;
     IF s > t_now + make_interval(secs => p_horizon) THEN
-        RETURN QUERY SELECT false, s, t_now, false, tpm > 0;
+        RETURN QUERY SELECT false, s, t_now, false, tpm > 0, false;
         RETURN;
     END IF;
     UPDATE sa_governor SET
@@ -456,7 +465,7 @@ BEGIN
         calls = calls + 1,
         updated_at = t_now
     WHERE model = p_model;
-    RETURN QUERY SELECT true, s, t_now, false, tpm > 0;
+    RETURN QUERY SELECT true, s, t_now, false, tpm > 0, true;
 END $$;
 
 -- Name: asterion_touch_updated_at(); Type: FUNCTION; Schema: public; Owner: -

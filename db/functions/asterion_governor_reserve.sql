@@ -9,13 +9,16 @@
 --   is soft state: a database crash may lose the last fraction of a second of reservations, so
 --   a few calls may start early once, and the provider's 429 and its Retry-After pause catch
 --   them.
--- * A model with no limit in force and no pause is granted by one UPDATE instead of a locking
---   read and an UPDATE.
+-- * A model with no limit in force and no pause is granted by a plain read of its row, which
+--   takes no lock and writes nothing (counted false): the process counts such calls itself and
+--   adds them to the row's count about once a second (p_count_by_read false makes every grant
+--   count its call in the row, as the six-argument form does). Every worker of every process
+--   would otherwise queue on the row's lock for each call with no limit to keep.
 -- * asterion_governor_reserve says whether a token limit is in force for the model, so a
 --   caller need not record a call's token debt where no token limiter would use it.
 CREATE OR REPLACE FUNCTION asterion_governor_reserve(p_model TEXT, p_rpm INTEGER, p_tpm INTEGER, p_tokens INTEGER,
-                                          p_horizon DOUBLE PRECISION, p_burst INTEGER)
-    RETURNS TABLE (granted BOOLEAN, slot TIMESTAMPTZ, now_at TIMESTAMPTZ, paused BOOLEAN, metered BOOLEAN)
+                                          p_horizon DOUBLE PRECISION, p_burst INTEGER, p_count_by_read BOOLEAN)
+    RETURNS TABLE (granted BOOLEAN, slot TIMESTAMPTZ, now_at TIMESTAMPTZ, paused BOOLEAN, metered BOOLEAN, counted BOOLEAN)
     LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     g     sa_governor%ROWTYPE;
@@ -27,13 +30,13 @@ DECLARE
     s     TIMESTAMPTZ;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
-    IF p_rpm <= 0 AND p_tpm <= 0 THEN
+    IF p_rpm <= 0 AND p_tpm <= 0 AND p_count_by_read THEN
         t_now := clock_timestamp();
-        UPDATE sa_governor SET calls = calls + 1, updated_at = t_now
+        PERFORM 1 FROM sa_governor
         WHERE model = p_model AND NOT operator_paused AND learned_rpm = 0 AND learned_tpm = 0
           AND (paused_until IS NULL OR paused_until <= t_now);
         IF FOUND THEN
-            RETURN QUERY SELECT true, t_now, t_now, false, false;
+            RETURN QUERY SELECT true, t_now, t_now, false, false, false;
             RETURN;
         END IF;
     END IF;
@@ -46,7 +49,7 @@ BEGIN
     rpm := CASE WHEN p_rpm > 0 THEN p_rpm ELSE g.learned_rpm END;
     tpm := CASE WHEN p_tpm > 0 THEN p_tpm ELSE g.learned_tpm END;
     IF g.operator_paused THEN
-        RETURN QUERY SELECT false, NULL::TIMESTAMPTZ, t_now, true, tpm > 0;
+        RETURN QUERY SELECT false, NULL::TIMESTAMPTZ, t_now, true, tpm > 0, false;
         RETURN;
     END IF;
     s := greatest(t_now, g.paused_until);
@@ -59,7 +62,7 @@ BEGIN
         s := greatest(s, g.tok_tat - interval '10 seconds');
     END IF;
     IF s > t_now + make_interval(secs => p_horizon) THEN
-        RETURN QUERY SELECT false, s, t_now, false, tpm > 0;
+        RETURN QUERY SELECT false, s, t_now, false, tpm > 0, false;
         RETURN;
     END IF;
     UPDATE sa_governor SET
@@ -68,5 +71,15 @@ BEGIN
         calls = calls + 1,
         updated_at = t_now
     WHERE model = p_model;
-    RETURN QUERY SELECT true, s, t_now, false, tpm > 0;
+    RETURN QUERY SELECT true, s, t_now, false, tpm > 0, true;
 END $$;
+
+-- The six-argument form stays for processes of the previous release until they stop: every
+-- grant of it counts its call in the row.
+CREATE OR REPLACE FUNCTION asterion_governor_reserve(p_model TEXT, p_rpm INTEGER, p_tpm INTEGER, p_tokens INTEGER,
+                                          p_horizon DOUBLE PRECISION, p_burst INTEGER)
+    RETURNS TABLE (granted BOOLEAN, slot TIMESTAMPTZ, now_at TIMESTAMPTZ, paused BOOLEAN, metered BOOLEAN)
+    LANGUAGE sql AS $$
+    SELECT r.granted, r.slot, r.now_at, r.paused, r.metered
+    FROM asterion_governor_reserve(p_model, p_rpm, p_tpm, p_tokens, p_horizon, p_burst, false) AS r
+$$;

@@ -77,6 +77,9 @@ type Governor struct {
 	// was in force at its last reservation: where none is, a call's token debt changes
 	// nothing and is not sent.
 	metered sync.Map
+	// uncounted holds, for each model, the calls granted by a read of its row and not yet
+	// added to its count (*uncountedCalls).
+	uncounted sync.Map
 }
 
 // Horizon is the longest a caller waits for a granted slot.
@@ -114,10 +117,14 @@ func (g *Governor) Reserve(ctx context.Context, model string, tokens int) (Grant
 		slot                     sql.NullTime
 		now                      time.Time
 	)
+	var counted bool
 	row := g.cfg.DB.DB.QueryRowContext(ctx, reserveSQL, model, g.cfg.RPM, g.cfg.TPM, max(tokens, 0),
-		g.cfg.Horizon.Seconds(), Burst)
-	if err := row.Scan(&granted, &slot, &now, &paused, &metered); err != nil {
+		g.cfg.Horizon.Seconds(), Burst, true)
+	if err := row.Scan(&granted, &slot, &now, &paused, &metered, &counted); err != nil {
 		return Grant{}, fmt.Errorf("reserve a call slot for model %s: %w", model, err)
+	}
+	if granted && !counted {
+		g.countLater(model)
 	}
 	g.metered.Store(model, metered)
 	gr := Grant{Granted: granted, Paused: paused}

@@ -2,11 +2,14 @@ package governor
 
 // The governor's statements. The reservation and the observation call the functions of
 // db/functions (asterion_governor_reserve, asterion_governor_observe) on database/sql, so the
-// connection keeps them prepared; resumeSQL runs through bun's NewRaw in the caller's
+// connection keeps them prepared, as it does the addition of calls; resumeSQL runs through bun's NewRaw in the caller's
 // transaction (bun's ? placeholder).
 const (
 	// reserveSQL takes a slot (db/functions/asterion_governor_reserve.sql).
-	reserveSQL = `SELECT granted, slot, now_at, paused, metered FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6)`
+	reserveSQL = `SELECT granted, slot, now_at, paused, metered, counted FROM asterion_governor_reserve($1, $2, $3, $4, $5, $6, $7)`
+
+	// addCallsSQL adds the calls a process granted by a read to the model's count.
+	addCallsSQL = `UPDATE sa_governor SET calls = calls + $2 WHERE model = $1`
 
 	// observeSQL records an observation (db/functions/asterion_governor_observe.sql; the last
 	// argument bounds the pause and the token debt of one answer).

@@ -2,6 +2,7 @@ package governor_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -32,21 +33,42 @@ func reserve(t *testing.T, g *governor.Governor, model string, tokens int) gover
 	return gr
 }
 
+// TestUnlimitedModelAlwaysGrantsAtOnce: a model with no limit is granted every call at once,
+// without the row lock: while another transaction holds the model's row, a reservation is still
+// granted. Each call reaches the model's count within CountEvery.
 func TestUnlimitedModelAlwaysGrantsAtOnce(t *testing.T) {
 	t.Parallel()
-	g := newGovernor(t, dbtest.New(t), governor.Config{})
+	d := dbtest.New(t)
+	ctx := context.Background()
+	g := newGovernor(t, d, governor.Config{})
 	for i := 0; i < 20; i++ {
 		if gr := reserve(t, g, "m", 100); !gr.Granted || gr.Wait != 0 {
 			t.Fatalf("reservation %d: %+v", i, gr)
 		}
 	}
-	states, err := g.Models(context.Background())
+	tx, err := d.Bun.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(states) != 1 || states[0].Model != "m" || states[0].Calls != 20 {
-		t.Errorf("states %+v, want model m with 20 calls counted", states)
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "SELECT 1 FROM sa_governor WHERE model = 'm' FOR UPDATE"); err != nil {
+		t.Fatal(err)
 	}
+	// A reservation that queued on the lock would wait for the rollback below forever; the
+	// deadline turns that into a failure.
+	lockedCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if gr, err := g.Reserve(lockedCtx, "m", 100); err != nil || !gr.Granted {
+		t.Fatalf("reservation while the row is locked: %+v, %v; want granted by a read", gr, err)
+	}
+	_ = tx.Rollback()
+	dbtest.WaitForDetail(t, 30*time.Second, "21 calls counted", func() (bool, string) {
+		states, err := g.Models(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(states) == 1 && states[0].Model == "m" && states[0].Calls == 21, fmt.Sprintf("states %+v", states)
+	})
 }
 
 // maxInWindow is the most starts within any window of w.
@@ -276,6 +298,7 @@ func TestReservationsCommitWithoutWaitingForTheFlush(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct{ name, query string }{
 		{"reserve", "SELECT granted FROM asterion_governor_reserve('m', 0, 0, 1, 2, 2)"},
+		{"reserve counting by read", "SELECT granted FROM asterion_governor_reserve('m', 60, 0, 1, 2, 2, true)"},
 		{"observe", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false)"},
 		{"observe bounded", "SELECT asterion_governor_observe('m', 60, 0, 0, 0, 0, false, 300)"},
 	} {
