@@ -113,11 +113,10 @@ type Grant struct {
 // Reserve asks for a slot for one call to model that will use about tokens tokens.
 func (g *Governor) Reserve(ctx context.Context, model string, tokens int) (Grant, error) {
 	var (
-		granted, paused, metered bool
-		slot                     sql.NullTime
-		now                      time.Time
+		granted, paused, metered, counted bool
+		slot                              sql.NullTime
+		now                               time.Time
 	)
-	var counted bool
 	row := g.cfg.DB.DB.QueryRowContext(ctx, reserveSQL, model, g.cfg.RPM, g.cfg.TPM, max(tokens, 0),
 		g.cfg.Horizon.Seconds(), Burst, true)
 	if err := row.Scan(&granted, &slot, &now, &paused, &metered, &counted); err != nil {
