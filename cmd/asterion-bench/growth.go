@@ -39,6 +39,9 @@ type growthStep struct {
 	DrainSeconds      float64 `json:"drain_seconds"`
 	DrainPerSec       float64 `json:"drain_per_s"`
 	BacklogAfterDrain int64   `json:"backlog_after_drain"`
+	// DrainCost is what the finished jobs' statements cost the database over the same window,
+	// per job: which statements grow with the backlog. Nil without pg_stat_statements.
+	DrainCost *dbCostResult `json:"drain_cost,omitempty"`
 }
 
 // growthEnv is what the growth phase needs.
@@ -92,7 +95,14 @@ func runGrowth(ctx context.Context, e growthEnv) (growthResult, error) {
 		return r, err
 	}
 	t := newTarget("asterion --no-worker", "http://"+addr+"/sa-core/v1/prompt", tok)
-	pool, err := pgxpool.New(ctx, dbURL)
+	probeURL, err := prepareCostCounters(ctx, dbURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warning: no statement costs in the growth phase:", err)
+	}
+	if probeURL == "" {
+		probeURL = dbURL
+	}
+	pool, err := pgxpool.New(ctx, probeURL)
 	if err != nil {
 		return r, fmt.Errorf("connect to %s: %w", e.dbName, err)
 	}
@@ -132,6 +142,7 @@ func runGrowth(ctx context.Context, e growthEnv) (growthResult, error) {
 		}
 		fmt.Fprintf(os.Stderr, "growth: backlog %d (seeded in %.1f s): submit %.0f/s p50 %.1f ms p99 %.1f ms; worker %.0f jobs/s over %.1f s, %d left\n",
 			st.Backlog, st.SeedSeconds, st.Submit.Throughput, st.Submit.P50ms, st.Submit.P99ms, st.DrainPerSec, st.DrainSeconds, st.BacklogAfterDrain)
+		printDrainCost(st.DrainCost)
 		r.Steps = append(r.Steps, st)
 	}
 	return r, nil
@@ -155,6 +166,8 @@ func drain(ctx context.Context, e growthEnv, dbURL string, pool *pgxpool.Pool, s
 	defer stopProcess(w)
 	var first, t0 time.Time
 	var c0 int64
+	var at0 costSnapshot
+	counted := false
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		queued, finished, err := jobCounts(ctx, pool)
@@ -167,6 +180,10 @@ func drain(ctx context.Context, e growthEnv, dbURL string, pool *pgxpool.Pool, s
 			first = now
 		case t0.IsZero() && !first.IsZero() && now.Sub(first) >= time.Second:
 			t0, c0 = now, finished
+			// pg_stat_statements counts a statement when it ends, so the window needs no
+			// wait for statistics to be flushed, unlike the tables' counters.
+			at0, err = snapshotCost(ctx, pool)
+			counted = err == nil
 		case first.IsZero() && now.After(deadline):
 			stopProcess(w)
 			return fmt.Errorf("run-worker finished no job in 30 s: %s", stderr.String())
@@ -174,8 +191,28 @@ func drain(ctx context.Context, e growthEnv, dbURL string, pool *pgxpool.Pool, s
 			st.Finished, st.DrainSeconds = finished-c0, now.Sub(t0).Seconds()
 			st.DrainPerSec = float64(st.Finished) / st.DrainSeconds
 			st.BacklogAfterDrain = queued
+			if after, err := snapshotCost(ctx, pool); counted && err == nil && st.Finished > 0 {
+				st.DrainCost = diffCost("drain", int(st.Finished), at0, after, asterionStep)
+				st.DrainCost.Tables, st.DrainCost.IndexEntries, st.DrainCost.PartialEntries = nil, 0, 0
+			}
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// printDrainCost prints what a drained job's statements cost, per step and the costliest
+// statements, so that a run shows which of them grow with the backlog.
+func printDrainCost(c *dbCostResult) {
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "  statement time a job %.2f ms in %.2f statements (claim %.2f ms, finish %.2f, other %.2f)\n",
+		c.Life.Ms, c.Life.Statements, c.Steps["claim"].Ms, c.Steps["finish"].Ms, c.Steps["other"].Ms)
+	for i, st := range c.Statements {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "  %-7s %6.3f %7.4f %7.4f %s\n", st.Step, st.Calls, st.Ms, st.MeanMs, st.Query)
 	}
 }

@@ -121,5 +121,22 @@ func asterionRows(a side, row func(fig, av, bv, rt, target, how string)) {
 			"flat as the backlog grows",
 			fmt.Sprintf("then one `asterion run-worker` process (10 workers, sim latency 0) on that database: jobs finished in %.0f s, from one second after its first finished job; backlog left %s",
 				g.Steps[0].DrainSeconds, joinEach(n, func(i int) string { return fmt.Sprint(g.Steps[i].BacklogAfterDrain) })))
+		if drainCosts(g) {
+			only(fmt.Sprintf("statement time per drained job with %s queued", sizes),
+				joinEach(n, func(i int) string { return fmt.Sprintf("%.2f", g.Steps[i].DrainCost.Life.Ms) })+" ms",
+				"flat as the backlog grows",
+				fmt.Sprintf("pg_stat_statements over the same window, every statement but the bench's own probes, divided by the jobs finished; %s statements a job",
+					joinEach(n, func(i int) string { return fmt.Sprintf("%.1f", g.Steps[i].DrainCost.Life.Statements) })))
+		}
 	}
+}
+
+// drainCosts says whether every step of the growth phase measured its statements.
+func drainCosts(g *growthResult) bool {
+	for _, st := range g.Steps {
+		if st.DrainCost == nil {
+			return false
+		}
+	}
+	return true
 }

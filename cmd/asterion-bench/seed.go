@@ -248,7 +248,7 @@ ops AS (
         retry_after_seconds, next_poll_at, poll_count, updated_at, history_seq, history_digest, history_at)
     SELECT op_id, '` + jobs.KindPromptExecute + `', '` + jobs.OwnerPromptRuntime + `', 'pending', $2, $3,
         jsonb_build_object('prompt_id', prompt_id, 'job_id', job_id), prompt_id, t, t + interval '15 min', 2,
-        t + interval '2 s', 0, t, 1, e1, t
+        t + interval '15 min', 0, t, 1, e1, t
     FROM b
     RETURNING org_id, status),
 hist AS (

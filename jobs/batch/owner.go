@@ -18,7 +18,8 @@ import (
 func (*Batches) Kind() string { return Kind }
 
 // MirrorsStatus says the batch owner records every end of a batch on its registry row
-// itself; the poller visits batches only as a safety net.
+// itself (and the registry records a cancel as it asks for it); the poller visits a batch's
+// operation only at its expiry.
 func (*Batches) MirrorsStatus() bool { return true }
 
 // Report maps the batch onto the registry: every unfinished status is running.

@@ -19,7 +19,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.validate(); err != nil {
 		t.Fatalf("zero config: %v", err)
 	}
-	if c.MirroredPollEvery != time.Minute || c.Policy != deferred.DefaultPolicy() || c.Logger == nil {
+	if c.Policy != deferred.DefaultPolicy() || c.Logger == nil {
 		t.Fatalf("defaults not filled in: %+v", c)
 	}
 	for name, tc := range map[string]struct {
@@ -27,7 +27,6 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		"no database":      {Config{}, "DB is required"},
-		"negative mirror":  {Config{DB: bdb, MirroredPollEvery: -time.Second}, "MirroredPollEvery"},
 		"policy not valid": {Config{DB: bdb, Policy: deferred.Policy{MaxTTL: -time.Minute}}, "registry:"},
 	} {
 		if err := tc.cfg.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {

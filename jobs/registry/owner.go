@@ -39,7 +39,7 @@ type Owner interface {
 
 // Mirroring is implemented by owners that write every status change of their work onto the
 // registry row in the transaction that makes it; the poller then visits their operations only
-// as a safety net.
+// at their expiry, the one change of status it can find.
 type Mirroring interface{ MirrorsStatus() bool }
 
 // Resumer is implemented by owners that keep continuations (Suspend): when the operation a

@@ -22,10 +22,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Policy clamps operation TTL and retry hints (default deferred.DefaultPolicy()).
 	Policy deferred.Policy
-	// MirroredPollEvery is how often the poller visits an operation whose owner mirrors its
-	// status (default 1 min): such a poll can only find the operation expired, and it is due
-	// at its expiry anyway.
-	MirroredPollEvery time.Duration
 }
 
 // validate fills in the defaults and rejects bad values.
@@ -41,12 +37,6 @@ func (c *Config) validate() error {
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("registry: %w", err)
-	}
-	switch {
-	case c.MirroredPollEvery < 0:
-		return fmt.Errorf("registry: Config.MirroredPollEvery %s is negative", c.MirroredPollEvery)
-	case c.MirroredPollEvery == 0:
-		c.MirroredPollEvery = time.Minute
 	}
 	return nil
 }

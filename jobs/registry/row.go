@@ -114,17 +114,18 @@ func (r *Registry) Accepted(h deferred.Handle, orgID, userID int64, correlation 
 	return op, entry, nil
 }
 
-// NextPoll is when op is next due after now: after its retry_after_seconds (never sooner), an
-// operation whose owner mirrors its status no sooner than Config.MirroredPollEvery, and never
-// after its expiry.
+// NextPoll is when op is next due after now: after its retry_after_seconds (never sooner), and
+// never after its expiry. An operation whose owner mirrors its status is due at its expiry
+// only: its status moves with the owner's rows in their own transactions, so a poll before
+// then finds nothing to change, and polling a standing backlog of them would cost the
+// database a transaction per queued job and per round, growing with the backlog.
 func (r *Registry) NextPoll(op db.Operation, now time.Time) time.Time {
-	every := time.Duration(op.RetryAfterSeconds) * time.Second
 	if o, ok := r.ownerOf(op.Kind); ok {
 		if m, ok := o.(Mirroring); ok && m.MirrorsStatus() {
-			every = max(every, r.cfg.MirroredPollEvery)
+			return op.ExpiresAt
 		}
 	}
-	next := now.Add(every)
+	next := now.Add(time.Duration(op.RetryAfterSeconds) * time.Second)
 	if op.ExpiresAt.Before(next) {
 		next = op.ExpiresAt
 	}
