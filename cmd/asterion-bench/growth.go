@@ -29,10 +29,12 @@ type growthStep struct {
 	Size int `json:"size"`
 	// Backlog is the number of queued jobs when the submit loop started, BacklogAfterSubmit
 	// when it ended (its own submits join the backlog).
-	Backlog            int64   `json:"backlog"`
-	SeedSeconds        float64 `json:"seed_seconds"`
-	Submit             result  `json:"submit"`
-	BacklogAfterSubmit int64   `json:"backlog_after_submit"`
+	Backlog     int64   `json:"backlog"`
+	SeedSeconds float64 `json:"seed_seconds"`
+	Submit      result  `json:"submit"`
+	// SubmitCost is what the loop's statements cost the database, per accepted submit.
+	SubmitCost         *dbCostResult `json:"submit_cost,omitempty"`
+	BacklogAfterSubmit int64         `json:"backlog_after_submit"`
 	// Finished jobs over DrainSeconds, counted from the worker's first finished job, and
 	// the backlog left when the window closed.
 	Finished          int64   `json:"finished"`
@@ -133,7 +135,11 @@ func runGrowth(ctx context.Context, e growthEnv) (growthResult, error) {
 		if st.Backlog, _, err = jobCounts(ctx, pool); err != nil {
 			return r, err
 		}
+		before, costErr := snapshotCost(ctx, pool)
 		st.Submit = closedLoop(t, 50, e.submitOf)
+		if after, err := snapshotCost(ctx, pool); costErr == nil && err == nil && st.Submit.Requests > st.Submit.Errors {
+			st.SubmitCost = statementsOnly(diffCost("submit", st.Submit.Requests-st.Submit.Errors, before, after, asterionStep))
+		}
 		if st.BacklogAfterSubmit, _, err = jobCounts(ctx, pool); err != nil {
 			return r, err
 		}
@@ -142,7 +148,8 @@ func runGrowth(ctx context.Context, e growthEnv) (growthResult, error) {
 		}
 		fmt.Fprintf(os.Stderr, "growth: backlog %d (seeded in %.1f s): submit %.0f/s p50 %.1f ms p99 %.1f ms; worker %.0f jobs/s over %.1f s, %d left\n",
 			st.Backlog, st.SeedSeconds, st.Submit.Throughput, st.Submit.P50ms, st.Submit.P99ms, st.DrainPerSec, st.DrainSeconds, st.BacklogAfterDrain)
-		printDrainCost(st.DrainCost)
+		printCost("a submit", st.SubmitCost)
+		printCost("a drained job", st.DrainCost)
 		r.Steps = append(r.Steps, st)
 	}
 	return r, nil
@@ -192,8 +199,7 @@ func drain(ctx context.Context, e growthEnv, dbURL string, pool *pgxpool.Pool, s
 			st.DrainPerSec = float64(st.Finished) / st.DrainSeconds
 			st.BacklogAfterDrain = queued
 			if after, err := snapshotCost(ctx, pool); counted && err == nil && st.Finished > 0 {
-				st.DrainCost = diffCost("drain", int(st.Finished), at0, after, asterionStep)
-				st.DrainCost.Tables, st.DrainCost.IndexEntries, st.DrainCost.PartialEntries = nil, 0, 0
+				st.DrainCost = statementsOnly(diffCost("drain", int(st.Finished), at0, after, asterionStep))
 			}
 			return nil
 		}
@@ -201,14 +207,21 @@ func drain(ctx context.Context, e growthEnv, dbURL string, pool *pgxpool.Pool, s
 	}
 }
 
-// printDrainCost prints what a drained job's statements cost, per step and the costliest
-// statements, so that a run shows which of them grow with the backlog.
-func printDrainCost(c *dbCostResult) {
+// statementsOnly drops a window's table counters: PostgreSQL reports them up to ten seconds
+// late, so over a window read without waiting for them they are not the window's.
+func statementsOnly(c *dbCostResult) *dbCostResult {
+	c.Tables, c.IndexEntries, c.PartialEntries = nil, 0, 0
+	return c
+}
+
+// printCost prints what the statements of what cost, per step and the costliest statements, so
+// that a run shows which of them grow with the backlog.
+func printCost(what string, c *dbCostResult) {
 	if c == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "  statement time a job %.2f ms in %.2f statements (claim %.2f ms, finish %.2f, other %.2f)\n",
-		c.Life.Ms, c.Life.Statements, c.Steps["claim"].Ms, c.Steps["finish"].Ms, c.Steps["other"].Ms)
+	fmt.Fprintf(os.Stderr, "  %s: statement time %.2f ms in %.2f statements (submit %.2f ms, claim %.2f, finish %.2f, other %.2f)\n",
+		what, c.Life.Ms, c.Life.Statements, c.Steps["submit"].Ms, c.Steps["claim"].Ms, c.Steps["finish"].Ms, c.Steps["other"].Ms)
 	for i, st := range c.Statements {
 		if i == 8 {
 			break
