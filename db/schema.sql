@@ -1710,6 +1710,10 @@ CREATE INDEX idx_api_tokens_user ON public.api_tokens USING btree (user_id);
 
 CREATE INDEX idx_attempt_finished ON public.sa_attempt USING btree (finished_at);
 
+-- Name: idx_attempt_model_finished; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX idx_attempt_model_finished ON public.sa_attempt USING btree (model, finished_at);
+
 -- Name: idx_attempt_org_finished; Type: INDEX; Schema: public; Owner: -
 
 CREATE INDEX idx_attempt_org_finished ON public.sa_attempt USING btree (org_id, finished_at);

@@ -1,0 +1,1 @@
+DROP INDEX idx_attempt_model_finished;
