@@ -214,8 +214,8 @@ func statementsOnly(c *dbCostResult) *dbCostResult {
 	return c
 }
 
-// printCost prints what the statements of what cost, per step and the costliest statements, so
-// that a run shows which of them grow with the backlog.
+// printCost prints the statements' cost per what (a submit, a drained job): by step, then the
+// costliest statements, so that a run shows which of them grow with the backlog.
 func printCost(what string, c *dbCostResult) {
 	if c == nil {
 		return
