@@ -34,10 +34,13 @@ func (s *Service) ReclaimStuck(ctx context.Context) (maintenance.ReclaimReport, 
 			if err != nil {
 				return err
 			}
+			// NO KEY UPDATE, since a reclaim never changes the job's key: a row being written
+			// that refers to the job (an output chunk) holds a key share on it, which would
+			// make a stronger lock skip the job for this pass.
 			var stale []db.Job
 			if err := tx.NewSelect().Model(&stale).
 				Where("state = ? AND running_heartbeat_at < ?", StateRunning, now.Add(-s.cfg.StaleAfter)).
-				OrderExpr("running_heartbeat_at").Limit(200).For("UPDATE SKIP LOCKED").Scan(ctx); err != nil {
+				OrderExpr("running_heartbeat_at").Limit(200).For("NO KEY UPDATE SKIP LOCKED").Scan(ctx); err != nil {
 				return fmt.Errorf("find stale jobs: %w", err)
 			}
 			for _, j := range stale {
