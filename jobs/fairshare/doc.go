@@ -30,10 +30,15 @@
 // sa_job.river_job_id, never by the vehicle's arguments), its org's weight, pause and running
 // count, whether another org has queued work to choose (a skip scan of idx_job_queued_ready,
 // one descent per org) and whether its own org has a better claimable job (the job's own band
-// and age, not the vehicle's). With one org and nothing better that is all. Otherwise the
-// locked path takes the dispatch lock, ranks the orgs and swaps.
+// and age, not the vehicle's). With one org and nothing better that is all. With one org and
+// a better job of its own (submits that committed out of the order they began in leave an
+// older job behind a fetched one), the dispatch swaps within the org in a short transaction
+// of its own. Otherwise the locked path takes the dispatch lock, ranks the orgs and swaps.
 //
-// The dispatch lock is one for every band. A dispatch may give its slot to a job of any band,
+// The dispatch lock weighs orgs against each other, so a dispatch with no other org to weigh
+// does not take it: two such dispatches cannot both take one job (the candidate's lock skips
+// a job another holds), and the lock would only queue them behind every weighing dispatch.
+// It is one for every band. A dispatch may give its slot to a job of any band,
 // so dispatches of two bands weigh the same orgs; with a lock per band each would count the
 // slots held without the other's choice and both could give their slot to the same light org.
 // The lock serialises choices, not safety: no job can run twice without it (below).

@@ -7,3 +7,6 @@ const (
 	CandidatesSQL = candidatesSQL
 	RefusedSQL    = refusedSQL
 )
+
+// DispatchLock is the key of the dispatch lock, for the test that holds it.
+const DispatchLock = dispatchLock

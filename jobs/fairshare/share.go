@@ -68,16 +68,18 @@ type Decision struct {
 
 // Counts are how the dispatches of a Share went since it was made.
 type Counts struct {
-	// Fast dispatches decided on their one read; Locked ones took the dispatch lock.
-	Fast, Locked int64
+	// Fast dispatches decided on their one read; Locked ones took the dispatch lock; Own ones
+	// looked for a better job of their own org only (no other org had work to choose), in a
+	// transaction of their own without the dispatch lock.
+	Fast, Locked, Own int64
 	// Swapped dispatches gave their vehicle another job.
 	Swapped int64
 }
 
 // Share decides which queued job a fetched vehicle carries, and holds the running cap.
 type Share struct {
-	cfg                   Config
-	fast, locked, swapped atomic.Int64
+	cfg                        Config
+	fast, locked, own, swapped atomic.Int64
 }
 
 // New validates cfg and returns a Share.
@@ -96,7 +98,7 @@ func (s *Share) CapRecheck() time.Duration { return s.cfg.CapRecheck }
 
 // Counts returns how the dispatches went so far.
 func (s *Share) Counts() Counts {
-	return Counts{Fast: s.fast.Load(), Locked: s.locked.Load(), Swapped: s.swapped.Load()}
+	return Counts{Fast: s.fast.Load(), Locked: s.locked.Load(), Own: s.own.Load(), Swapped: s.swapped.Load()}
 }
 
 // vehicleJob is a row of vehicleJobSQL.
@@ -156,11 +158,19 @@ func (s *Share) Dispatch(ctx context.Context, v Vehicle, ceiling int) (Decision,
 		s.fast.Add(1)
 		return s.refusal(args, x.paused), nil
 	}
-	s.locked.Add(1)
+	// With no other org to weigh, the choice is the org's own order, which needs no dispatch
+	// before it to be seen: the candidate's lock (SKIP LOCKED) keeps two dispatches from
+	// taking the same job, so the dispatch lock would only queue this one behind the others.
+	weigh := x.others
+	if weigh {
+		s.locked.Add(1)
+	} else {
+		s.own.Add(1)
+	}
 	var d Decision
 	err = s.cfg.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var err error
-		d, err = s.swapTx(ctx, tx, v, most)
+		d, err = s.swapTx(ctx, tx, v, most, weigh)
 		return err
 	})
 	if err != nil {

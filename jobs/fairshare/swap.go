@@ -45,10 +45,13 @@ func (o orgLoad) lighter(p orgLoad) bool {
 // with queued work that may run (not paused, under the cap) by slots held per weight, equals
 // in random order, and gives the vehicle the best claimable job of the
 // first org that has one, in any band the worker may run (for its own org: a job better than
-// the one it carries).
-func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Decision, error) {
-	if _, err := tx.Tx.ExecContext(ctx, advisoryLockSQL, dispatchLock); err != nil {
-		return Decision{}, fmt.Errorf("take the dispatch lock: %w", err)
+// the one it carries). Without weigh (no other org had work to choose when the dispatch read)
+// it looks at the vehicle's own org only and takes no dispatch lock.
+func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int, weigh bool) (Decision, error) {
+	if weigh {
+		if _, err := tx.Tx.ExecContext(ctx, advisoryLockSQL, dispatchLock); err != nil {
+			return Decision{}, fmt.Errorf("take the dispatch lock: %w", err)
+		}
 	}
 	var x struct {
 		id        uuid.UUID
@@ -68,11 +71,14 @@ func (s *Share) swapTx(ctx context.Context, tx bun.Tx, v Vehicle, most int) (Dec
 		args, err := argsOf(ctx, tx, x.id, v.Args)
 		return Decision{Outcome: Run, Args: args}, err
 	}
-	orgs, err := s.queuedOrgs(ctx, tx, v.ID, x.orgID)
-	if err != nil {
-		return Decision{}, err
-	}
 	own := orgLoad{id: x.orgID, weight: 1}
+	orgs := []orgLoad{own}
+	if weigh {
+		var err error
+		if orgs, err = s.queuedOrgs(ctx, tx, v.ID, x.orgID); err != nil {
+			return Decision{}, err
+		}
+	}
 	var ranked []orgLoad
 	for _, o := range orgs {
 		if o.id == x.orgID {
