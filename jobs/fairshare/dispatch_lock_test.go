@@ -28,9 +28,12 @@ func TestOwnOrderTakesNoDispatchLock(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", fairshare.DispatchLock); err != nil {
 		t.Fatal(err)
 	}
+	// A dispatch waits for the dispatch lock itself (a bigint key: its high half in classid, its
+	// low half in objid), not for another advisory lock of the service.
 	waiting := func() bool {
-		return e.Count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) > 0
+		return e.Count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+  AND (classid::bigint << 32 | objid::bigint) = ?
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, fairshare.DispatchLock) > 0
 	}
 	type result struct {
 		d   fairshare.Decision
