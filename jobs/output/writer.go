@@ -1,12 +1,14 @@
 package output
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,10 +82,10 @@ type Writer struct {
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{}
+	// opened numbers the streams, the order in which a flush takes their flush locks.
+	opened uint64
 	// looping is set while loop runs.
 	looping bool
-	// flushMu makes flushes one at a time, whether the loop's or a closing stream's.
-	flushMu sync.Mutex
 }
 
 // NewWriter validates cfg and returns a writer.
@@ -111,7 +113,7 @@ func (w *Writer) loop() {
 		}
 		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := w.Flush(ctx); err != nil {
+		if err := w.flushOpen(ctx, false); err != nil {
 			w.cfg.Logger.Warn("storing live output failed; it is kept and retried", "err", err)
 		}
 		cancel()
@@ -130,6 +132,8 @@ type Ref struct {
 func (w *Writer) Open(ref Ref) *Stream {
 	s := &Stream{w: w, ref: ref, next: 1}
 	w.mu.Lock()
+	w.opened++
+	s.id = w.opened
 	w.streams[s] = struct{}{}
 	start := !w.looping
 	w.looping = true
@@ -141,25 +145,53 @@ func (w *Writer) Open(ref Ref) *Stream {
 }
 
 // Flush stores the pending text of every open stream now, as one chunk each.
-func (w *Writer) Flush(ctx context.Context) error {
+func (w *Writer) Flush(ctx context.Context) error { return w.flushOpen(ctx, true) }
+
+// flushOpen stores the pending text of every open stream; wait is flush's.
+func (w *Writer) flushOpen(ctx context.Context, wait bool) error {
 	w.mu.Lock()
 	streams := make([]*Stream, 0, len(w.streams))
 	for s := range w.streams {
 		streams = append(streams, s)
 	}
 	w.mu.Unlock()
-	return w.flush(ctx, streams)
+	slices.SortFunc(streams, func(a, b *Stream) int { return cmp.Compare(a.id, b.id) })
+	return w.flush(ctx, streams, wait)
 }
 
-// flush stores the pending text of streams. A failed statement leaves its chunks with their
-// streams, to go again with the next flush under the same numbers.
-func (w *Writer) flush(ctx context.Context, streams []*Stream) error {
-	w.flushMu.Lock()
-	defer w.flushMu.Unlock()
+// flush stores the pending text of streams, given in the order they were opened. A failed
+// statement leaves its chunks with their streams, to go again with the next flush under the
+// same numbers.
+//
+// A stream's chunks are in at most one flush at a time (its flush lock), so they are stored
+// and published in order, and a failed chunk goes back before any later one is sent. Streams
+// of different executions flush side by side: a closing execution waits for its own chunks,
+// never for another's statement. With wait, flush waits for the locks, taken in the order the
+// streams were opened so that two waiting flushes cannot hold each other up; without it (the
+// writer's own ticks) a stream already being flushed is left to the next tick.
+func (w *Writer) flush(ctx context.Context, streams []*Stream, wait bool) error {
+	held := make([]*Stream, 0, len(streams))
+	defer func() {
+		for _, s := range held {
+			s.flushing.Unlock()
+		}
+	}()
 	var batch []db.PendingChunk
 	owners := map[chunkKey]*Stream{}
 	for _, s := range streams {
-		for _, c := range s.takeUnsent() {
+		if wait {
+			s.flushing.Lock()
+		} else if !s.flushing.TryLock() {
+			continue
+		}
+		unsent := s.takeUnsent()
+		if len(unsent) == 0 {
+			// Nothing of the stream travels in this flush, which keeps no lock of it.
+			s.flushing.Unlock()
+			continue
+		}
+		held = append(held, s)
+		for _, c := range unsent {
 			batch = append(batch, c)
 			owners[chunkKey{c.JobID, c.Attempt, c.Seq}] = s
 		}
@@ -203,6 +235,10 @@ type chunkKey struct {
 type Stream struct {
 	w   *Writer
 	ref Ref
+	// id is the stream's number in its writer, the order of flush locks.
+	id uint64
+	// flushing is held by the flush carrying the stream's chunks.
+	flushing sync.Mutex
 
 	mu sync.Mutex
 	// pending is text written since the last chunk was cut, in pendingPieces pieces.
@@ -309,13 +345,13 @@ func (s *Stream) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	err := s.w.flush(ctx, []*Stream{s})
+	err := s.w.flush(ctx, []*Stream{s}, true)
 	for wait := 100 * time.Millisecond; err != nil && wait <= 200*time.Millisecond && ctx.Err() == nil; wait *= 2 {
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 		}
-		err = s.w.flush(ctx, []*Stream{s})
+		err = s.w.flush(ctx, []*Stream{s}, true)
 	}
 	s.w.mu.Lock()
 	delete(s.w.streams, s)
