@@ -2,12 +2,11 @@ package output_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"asterion/db"
 	"asterion/db/dbtest"
@@ -28,7 +27,7 @@ func TestClosingStreamWaitsForNoOtherStreamsFlush(t *testing.T) {
 	aHeld, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	w, err := output.NewWriter(output.WriterConfig{DB: d.Bun, Logger: discard, Publish: func(cs []db.OutputChunk) {
-		if carries(cs, a.ID) {
+		if slices.ContainsFunc(cs, func(c db.OutputChunk) bool { return c.JobID == a.ID }) {
 			once.Do(func() { close(aHeld) })
 			<-release
 		}
@@ -77,14 +76,4 @@ func TestClosingStreamWaitsForNoOtherStreamsFlush(t *testing.T) {
 	if got := texts(stored(t, d, a)); strings.Join(got, "|") != "a" {
 		t.Errorf("A stored %q, want a", got)
 	}
-}
-
-// carries reports whether cs holds a chunk of job.
-func carries(cs []db.OutputChunk, job uuid.UUID) bool {
-	for _, c := range cs {
-		if c.JobID == job {
-			return true
-		}
-	}
-	return false
 }
