@@ -64,6 +64,8 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 	case errors.Is(err, fairshare.ErrAtCap):
 		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
 		return claimResult{outcome: claimWait, wait: s.share.CapRecheck(), reason: "the org runs its most jobs at once"}, nil
+	case errors.As(err, new(*operationExpiredError)):
+		return s.expireUnclaimed(ctx, err)
 	case !errors.Is(err, errNoChange) && !errors.Is(err, admit.ErrBudgetWait):
 		return claimResult{}, err
 	}
@@ -129,10 +131,14 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 			return err
 		}
 		w := db.NewWrites(tx)
-		claimedJob, err := s.apply(ctx, w, claimChange(job.ID, riverJobID, c))
+		moved, err := s.move(ctx, w, claimChange(job.ID, riverJobID, c))
 		if err != nil {
 			return err
 		}
+		if err := expiredAtClaim(moved); err != nil {
+			return err
+		}
+		claimedJob := moved.Job
 		relaxCommit(w)
 		if err := w.Send(ctx); err != nil {
 			return err
@@ -140,7 +146,52 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 		res = claimResult{outcome: claimed, job: claimedJob, claim: c}
 		return nil
 	})
+	if errors.As(err, new(*operationExpiredError)) {
+		return s.expireUnclaimed(ctx, err)
+	}
 	return res, err
+}
+
+// operationExpiredError is a claim refused because the job's operation expired before the
+// claim: its transaction is rolled back, and the job is not started.
+type operationExpiredError struct {
+	JobID, OperationID uuid.UUID
+}
+
+func (e *operationExpiredError) Error() string {
+	return fmt.Sprintf("job %s: its operation %s expired before the job started", e.JobID, e.OperationID)
+}
+
+// expiredAtClaim returns an *operationExpiredError when the job a claim just moved to running
+// belongs to an operation whose expiry had passed at the claim's time (the poller's rule:
+// expired once now is not before expires_at). The poller visits operations in rounds, so a job
+// whose operation expired while it waited in the queue could otherwise start after its end.
+func expiredAtClaim(moved movedJob) error {
+	job := moved.Job
+	if job.OperationID == nil || moved.Op.ID != *job.OperationID || job.ClaimedAt == nil {
+		return nil
+	}
+	if job.ClaimedAt.Before(moved.Op.ExpiresAt) {
+		return nil
+	}
+	return &operationExpiredError{JobID: job.ID, OperationID: *job.OperationID}
+}
+
+// expireUnclaimed ends, through the registry's expiry, the operation of a job whose claim was
+// refused because the operation expired (err an *operationExpiredError), and drops the vehicle.
+// A registry that could not expire it leaves the vehicle to River's retry, whose claim decides
+// again.
+func (s *Service) expireUnclaimed(ctx context.Context, err error) (claimResult, error) {
+	var expired *operationExpiredError
+	errors.As(err, &expired)
+	terminal, eerr := s.reg.ExpireDue(ctx, expired.OperationID)
+	if eerr != nil {
+		return claimResult{}, fmt.Errorf("claim job %s: %w", expired.JobID, eerr)
+	}
+	if !terminal {
+		return claimResult{}, fmt.Errorf("claim job %s: operation %s expired but is not terminal", expired.JobID, expired.OperationID)
+	}
+	return claimResult{outcome: claimDrop, reason: "the job's operation expired before it started"}, nil
 }
 
 // claimHeld holds the start's running reservation against the org's budget, then claims the
@@ -179,6 +230,9 @@ func (s *Service) claimQueued(ctx context.Context, jobID uuid.UUID, orgID int64,
 		ch.prompt = true
 		var err error
 		if moved, err = s.move(ctx, w, ch); err != nil {
+			return err
+		}
+		if err := expiredAtClaim(moved); err != nil {
 			return err
 		}
 		relaxCommit(w)

@@ -96,3 +96,83 @@ func TestPollScheduleOfMirroredOperations(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimNeverStartsAJobWhoseOperationExpired: the poller visits operations in rounds, so a
+// job can reach a worker after its operation expired and before the poller does. The claim
+// refuses to start it and expires it there: whether the job waited in the queue from its submit
+// (no worker ran before its expiry) or came back to it from a retry's backoff that outlived the
+// operation. The poller is kept away (one round an hour), so only the claim can expire them.
+func TestClaimNeverStartsAJobWhoseOperationExpired(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, text string
+		// attempts is the number of attempts the job made before a claim expired it.
+		attempts int
+		// runtimeFirst starts the workers before the submit (the retry door), otherwise only
+		// after the operation expired.
+		runtimeFirst bool
+		ttl          time.Duration
+	}{
+		{name: "queued from its submit", text: "waited past its expiry", ttl: 2 * time.Second},
+		// The retry's backoff (the rate limit's Retry-After) is really waited, and outlives
+		// the operation; the first attempt has the TTL to start.
+		{name: "queued by a retry", text: "#sim:fail=rate_limit:1 #sim:retry_after=6 retried past its expiry",
+			attempts: 1, runtimeFirst: true, ttl: 3 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, jobstest.InstantSim(), func(cfg *jobs.Config) {
+				cfg.Policy = deferred.Policy{MaxTTL: c.ttl, DefaultTTL: c.ttl}
+				cfg.Wait = nil
+			})
+			start := func() {
+				jobstest.StartRuntime(t, e.D.Pool, e.S, 2, func(rc *jobs.RuntimeConfig) { rc.PollEvery = time.Hour })
+			}
+			if c.runtimeFirst {
+				start()
+			}
+			sub := e.Submit(c.text)
+			opID := sub.Operation.OperationID
+			jobstest.WaitFor(t, 30*time.Second, "the operation's expiry to pass", func() bool {
+				return e.Count("SELECT count(*) FROM sa_operation WHERE id = ? AND now() >= expires_at", opID) == 1
+			})
+			if !c.runtimeFirst {
+				start()
+			}
+			jobstest.WaitFor(t, 30*time.Second, "the job to settle", func() bool { return jobs.State(e.Job(sub.JobID).State).Terminal() })
+			j := e.Job(sub.JobID)
+			if j.State != string(jobs.StateCancelled) {
+				t.Fatalf("job %s (error %q: %s), want cancelled", j.State, strv(j.ErrorKind), strv(j.ErrorMessage))
+			}
+			if strv(j.ErrorKind) != "expired" {
+				t.Errorf("job error_kind %q, want expired", strv(j.ErrorKind))
+			}
+			// A claim stamps claimed_at; the one that expired the job rolled its own back.
+			if j.Attempt != c.attempts+1 || (j.ClaimedAt == nil) != (c.attempts == 0) {
+				t.Errorf("attempt %d, claimed at %v: want %d attempts made", j.Attempt, j.ClaimedAt, c.attempts)
+			}
+			if j.ClaimedAt != nil && !j.ClaimedAt.Before(sub.Operation.ExpiresAt) {
+				t.Errorf("claimed at %s, not before its operation's expiry %s", j.ClaimedAt, sub.Operation.ExpiresAt)
+			}
+			if j.ResponseID != nil {
+				t.Errorf("job answered (response %s) after its operation expired", *j.ResponseID)
+			}
+			op := e.Operation(opID)
+			if op.Status != "expired" || strv(op.LastErrorKind) != "expired" {
+				t.Errorf("operation %s (last error %q), want expired", op.Status, strv(op.LastErrorKind))
+			}
+			history := e.HistoryStatuses(opID)
+			if history[len(history)-1] != "expired" || strings.Count(strings.Join(history, ","), "expired") != 1 {
+				t.Errorf("history %v, want one expired entry, last", history)
+			}
+			if c.attempts == 0 && strings.Join(history, ",") != "pending,expired" {
+				t.Errorf("history %v, want pending,expired: the job never ran", history)
+			}
+			jobstest.WaitFor(t, 10*time.Second, "the river job to be cancelled", func() bool { return e.RiverState(*j.RiverJobID) == "cancelled" })
+			if e.S.Stats().Rounds.Load() != 0 {
+				t.Fatalf("the poller ran %d rounds: it, not the claim, may have expired the job", e.S.Stats().Rounds.Load())
+			}
+		})
+	}
+}

@@ -237,22 +237,7 @@ func (r *Registry) PollDue(ctx context.Context) (int, error) {
 	}
 	polled := 0
 	for _, id := range due {
-		err := r.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-			var op db.Operation
-			if err := tx.NewSelect().Model(&op).Where("id = ?", id).Scan(ctx); err != nil {
-				return err
-			}
-			if deferred.Status(op.Status).Terminal() {
-				return nil
-			}
-			now, err := TxNow(ctx, tx)
-			if err != nil {
-				return err
-			}
-			_, err = r.reconcile(ctx, tx, op, now)
-			return err
-		})
-		if err != nil {
+		if _, err := r.pollOne(ctx, id, false); err != nil {
 			r.stats.Errors.Add(1)
 			r.log.Warn("poll operation", "operation_id", id, "err", err)
 			continue
@@ -261,4 +246,44 @@ func (r *Registry) PollDue(ctx context.Context) (int, error) {
 	}
 	r.stats.Rounds.Add(1)
 	return polled, nil
+}
+
+// ExpireDue expires the operation id now if its expiry has passed and it is not terminal, as
+// the poller would on its next round; it reports whether the operation is terminal afterwards.
+// A claim calls it for a job whose operation expired while the job waited, so that the job
+// never starts after its operation's end, however long before the poller reaches it.
+func (r *Registry) ExpireDue(ctx context.Context, id uuid.UUID) (bool, error) {
+	terminal, err := r.pollOne(ctx, id, true)
+	if err != nil {
+		r.stats.Errors.Add(1)
+		return false, fmt.Errorf("expire operation %s: %w", id, err)
+	}
+	return terminal, nil
+}
+
+// pollOne reconciles the operation id in a transaction of its own, unless it is terminal or,
+// with expiredOnly, its expiry has not passed. It reports whether the operation is terminal
+// afterwards.
+func (r *Registry) pollOne(ctx context.Context, id uuid.UUID, expiredOnly bool) (bool, error) {
+	terminal := false
+	err := r.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var op db.Operation
+		if err := tx.NewSelect().Model(&op).Where("id = ?", id).Scan(ctx); err != nil {
+			return err
+		}
+		if terminal = deferred.Status(op.Status).Terminal(); terminal {
+			return nil
+		}
+		now, err := TxNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if expiredOnly && now.Before(op.ExpiresAt) {
+			return nil
+		}
+		op, err = r.reconcile(ctx, tx, op, now)
+		terminal = err == nil && deferred.Status(op.Status).Terminal()
+		return err
+	})
+	return terminal, err
 }
