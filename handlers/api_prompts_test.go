@@ -145,6 +145,8 @@ func TestSubmitPromptRejections(t *testing.T) {
 		{"options.depth a string", u.Tok, `{"prompt":"hi","options":{"depth":"deep"}}`, nil, 422, "options.depth"},
 		{"options.depth 65", u.Tok, `{"prompt":"hi","options":{"depth":65}}`, nil, 422, "options.depth"},
 		{"options.model a number", u.Tok, `{"prompt":"hi","options":{"model":1}}`, nil, 422, "options.model"},
+		{"options.response_format with a NUL", u.Tok, `{"prompt":"hi","options":{"response_format":{"type":"json_object","x":"\u0000"}}}`, nil, 422, "options.response_format"},
+		{"options.response_format with half a surrogate", u.Tok, `{"prompt":"hi","options":{"response_format":{"type":"json_object","x":"\ud800"}}}`, nil, 422, "options.response_format"},
 		{"Idempotency-Key with a space", u.Tok, `{"prompt":"hi"}`, []string{"Idempotency-Key", "a b"}, 422, "Idempotency-Key"},
 		{"Idempotency-Key too long", u.Tok, `{"prompt":"hi"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 422, "Idempotency-Key"},
 		{"no token", "", `{"prompt":"hi"}`, nil, 401, ""},

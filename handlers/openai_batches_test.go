@@ -86,18 +86,23 @@ func fileLines(t *testing.T, client sdk.Client, id string) []map[string]any {
 	return out
 }
 
-// TestFrontDoorBatch: a file of three good lines and one malformed one, uploaded and run as a
-// batch through the SDK, completes with three answered and one failed; the content of the
-// input file is what was uploaded; each output line is the chat.completion of its line's job,
-// at the lowest priority, with the job's usage; the malformed line is in the error file.
+// TestFrontDoorBatch: a file of three good lines, one malformed and one whose option the
+// database cannot store, uploaded and run as a batch through the SDK, completes with three
+// answered and two failed; the content of the input file is what was uploaded; each output
+// line is the chat.completion of its line's job, at the lowest priority, with the job's usage;
+// the two refused lines are in the error file.
 func TestFrontDoorBatch(t *testing.T) {
 	f := startLiveServerWith(t, frontDoorConfig(t))
 	u := f.user(t, "fb-a", "fb-member", identity.RoleMember)
 	client := f.sdkClient(u.Tok)
 	ctx := context.Background()
 
+	// The fifth line is JSON, but its response_format holds what PostgreSQL's jsonb cannot
+	// store: refused as a line, not a failure of the batch's step.
+	nul := `{"custom_id":"nul","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"x"}],` +
+		`"response_format":{"type":"json_object","note":"\u0000"}}}`
 	content := strings.Join([]string{chatLine("one", "first #sim:tokens=3"), `{"custom_id": "broken", "method": `,
-		chatLine("two", "second #sim:tokens=5"), chatLine("three", "third #sim:tokens=7")}, "\n") + "\n"
+		chatLine("two", "second #sim:tokens=5"), chatLine("three", "third #sim:tokens=7"), nul}, "\n") + "\n"
 	in := uploadBatchFile(t, client, content)
 	if in.Purpose != "batch" || in.Bytes != int64(len(content)) || in.Filename != "input.jsonl" || !strings.HasPrefix(in.ID, "file-") {
 		t.Fatalf("uploaded file %s", in.RawJSON())
@@ -125,8 +130,8 @@ func TestFrontDoorBatch(t *testing.T) {
 		t.Fatalf("new batch %s", b.RawJSON())
 	}
 	done := awaitBatch(t, client, b.ID, sdk.BatchStatusCompleted)
-	if c := done.RequestCounts; c.Total != 4 || c.Completed != 3 || c.Failed != 1 {
-		t.Fatalf("request counts %+v, want 4 total, 3 completed, 1 failed", c)
+	if c := done.RequestCounts; c.Total != 5 || c.Completed != 3 || c.Failed != 2 {
+		t.Fatalf("request counts %+v, want 5 total, 3 completed, 2 failed", c)
 	}
 	if done.OutputFileID == "" || done.ErrorFileID == "" || done.CompletedAt == 0 || done.InProgressAt == 0 || done.FinalizingAt == 0 {
 		t.Fatalf("completed batch %s", done.RawJSON())
@@ -167,11 +172,15 @@ func TestFrontDoorBatch(t *testing.T) {
 		}
 	}
 	errs := fileLines(t, client, done.ErrorFileID)
-	if len(errs) != 1 || errs[0]["response"] != nil {
-		t.Fatalf("error lines %v, want one", errs)
+	if len(errs) != 2 || errs[0]["response"] != nil || errs[1]["response"] != nil {
+		t.Fatalf("error lines %v, want two", errs)
 	}
 	if e, _ := errs[0]["error"].(map[string]any); e == nil || e["code"] != batch.CodeInvalidJSON || e["message"] == "" {
 		t.Fatalf("error line %v", errs[0])
+	}
+	if e, _ := errs[1]["error"].(map[string]any); errs[1]["custom_id"] != "nul" || e == nil || e["code"] != batch.CodeInvalidValue ||
+		!strings.Contains(fmt.Sprint(e["message"]), "response_format") {
+		t.Fatalf("error line %v, want the response_format's line refused", errs[1])
 	}
 
 	// The batch is a deferred operation, completed with its counts.

@@ -270,6 +270,12 @@ func TestFrontDoorErrors(t *testing.T) {
 	if e := asAPIError(t, "unknown model", err, 404); e.Code != "model_not_found" {
 		t.Errorf("unknown model: %s", e.RawJSON())
 	}
+	// A NUL in response_format is what PostgreSQL's jsonb cannot store: a 400 naming it.
+	_, err = client.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Messages: hello},
+		option.WithJSONSet("response_format", map[string]any{"type": "json_object", "note": "\x00"}))
+	if e := asAPIError(t, "a NUL in response_format", err, 400); e.Param != "response_format" || e.Type != "invalid_request_error" {
+		t.Errorf("a NUL in response_format: %s", e.RawJSON())
+	}
 	err = client.Get(ctx, "no/such/thing", nil, nil)
 	if e := asAPIError(t, "unknown address", err, 404); e.Message != "Invalid URL (GET /v1/no/such/thing)" {
 		t.Errorf("unknown address: %s", e.RawJSON())

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"asterion/jobs/admit"
 	"asterion/jobs/provider"
 )
 
@@ -90,6 +91,8 @@ func outputOptionProblems(o ExecutionOptions, fields map[string]string) {
 			fields["options.response_format"] = fmt.Sprintf("must be at most %d bytes of JSON", maxResponseFormatBytes)
 		case json.Unmarshal(o.ResponseFormat, &obj) != nil || obj == nil:
 			fields["options.response_format"] = "must be an object"
+		case admit.JSONTextProblem(o.ResponseFormat) != "":
+			fields["options.response_format"] = admit.JSONTextProblem(o.ResponseFormat)
 		}
 	}
 }

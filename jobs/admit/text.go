@@ -38,3 +38,67 @@ func TextProblem(text string) string {
 	}
 	return ""
 }
+
+// JSONTextProblem says what PostgreSQL's jsonb would refuse in raw, JSON kept as the client
+// wrote it (an option passed on to the provider as it came): bytes that are not UTF-8, the
+// escape \u0000 (jsonb strings are text, which cannot hold NUL), or a \u escape of half a
+// surrogate pair. It returns "" when there is none; whether raw is JSON at all is the caller's
+// check.
+func JSONTextProblem(raw []byte) string {
+	if !utf8.Valid(raw) {
+		return "must be valid UTF-8"
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		// Outside strings valid JSON has no backslash; inside, the escaped byte is skipped
+		// with it, so an escaped backslash before "u0000" is not read as an escape.
+		i++
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		r, ok := hexEscape(raw, i+1)
+		if !ok {
+			continue
+		}
+		i += 4
+		switch {
+		case r == 0:
+			return `must not contain \u0000 (NUL) in its strings`
+		case r >= 0xdc00 && r <= 0xdfff:
+			return fmt.Sprintf(`must not contain \u%04x without a high surrogate before it`, r)
+		case r >= 0xd800 && r <= 0xdbff:
+			low, ok := rune(0), i+2 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u'
+			if ok {
+				low, ok = hexEscape(raw, i+3)
+			}
+			if !ok || low < 0xdc00 || low > 0xdfff {
+				return fmt.Sprintf(`must not contain \u%04x without a low surrogate after it`, r)
+			}
+			i += 6
+		}
+	}
+	return ""
+}
+
+// hexEscape reads the four hex digits of a \u escape at raw[at:].
+func hexEscape(raw []byte, at int) (rune, bool) {
+	if at+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[at : at+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
