@@ -123,9 +123,18 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 			return fmt.Errorf("load prompt %s: %w", old.PromptID, err)
 		}
 		// A retry is new work: the org's budget, quota and the caller's rate apply to it as
-		// to a submit, and the model must still be one the deployment lists.
+		// to a submit, and the model must still be one the deployment lists. It reserves what
+		// its submit did: the tokens of all the provider reads and the job's max_tokens.
+		input, err := promptInput(prompt)
+		if err != nil {
+			return err
+		}
+		opts := optionsOf(old)
 		ask := admit.Request{Door: admit.DoorRetry, OrgID: old.OrgID, UserID: v.UserID, Text: prompt.Body,
-			Model: optionsOf(old).Model}
+			Input: input, Model: opts.Model}
+		if opts.MaxTokens != nil {
+			ask.MaxTokens = *opts.MaxTokens
+		}
 		ticket, err := s.door.Admit(ctx, tx, &ask)
 		if err != nil {
 			return fmt.Errorf("retry job %s: %w", id, err)
@@ -134,7 +143,7 @@ func (s *Service) Retry(ctx context.Context, v Viewer, id uuid.UUID, actor Actor
 		job, handle, err := s.enqueueTx(ctx, w, newJob{promptID: old.PromptID, priority: old.Priority,
 			maxAttempts: old.MaxAttempts, options: old.ExecutionOptions, orgID: old.OrgID, userID: old.CreatedBy,
 			correlation: prompt.CorrelationID, supersedes: &old.ID, model: ask.Model,
-			tokens: provider.EstimateTokens(prompt.Body), ticket: ticket})
+			tokens: provider.EstimateTokens(input), ticket: ticket})
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"asterion/db"
 	"asterion/jobs/admit"
 	"asterion/jobs/provider"
 )
@@ -127,6 +128,18 @@ func conversationText(msgs []Message) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// promptInput is all the provider reads of a stored prompt: its conversation, or its text.
+func promptInput(prompt db.Entity) (string, error) {
+	msgs, err := PromptMessages(prompt.Messages)
+	if err != nil {
+		return "", fmt.Errorf("prompt %s: %w", prompt.ID, err)
+	}
+	if msgs == nil {
+		return prompt.Body, nil
+	}
+	return conversationText(msgs), nil
 }
 
 // PromptMessages reads the messages stored with a prompt entity (nil for one submitted as plain

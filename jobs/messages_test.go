@@ -17,7 +17,8 @@ import (
 
 // TestSubmitMessages: a prompt submitted as messages keeps its conversation with the prompt
 // (its text is the last user message), the provider receives the conversation and the output
-// options, a retry runs the same conversation, and the reservation counts max_tokens.
+// options, a retry runs the same conversation, and the reservation, the submit's and the
+// retry's alike, counts the whole conversation and max_tokens.
 func TestSubmitMessages(t *testing.T) {
 	fake := newFake(nil)
 	e := newEnv(t, fake)
@@ -42,14 +43,21 @@ func TestSubmitMessages(t *testing.T) {
 		t.Errorf("prompt text %q, want the last user message", prompt.Body)
 	}
 	job := e.Job(sub.JobID)
-	if want := provider.EstimateTokens("the second question") + 40; job.BudgetTokens != want {
-		t.Errorf("reservation %d, want the text's estimate plus max_tokens, %d", job.BudgetTokens, want)
+	want := provider.EstimateTokens(jobs.ConversationText(msgs)) + 40
+	if want == provider.EstimateTokens("the second question")+40 {
+		t.Fatal("the conversation's estimate is its last message's: the check below could not fail")
+	}
+	if job.BudgetTokens != want {
+		t.Errorf("reservation %d, want the conversation's estimate plus max_tokens, %d", job.BudgetTokens, want)
 	}
 	jobstest.StartRuntime(t, e.D.Pool, e.S, 1)
 	e.WaitState(sub.JobID, jobs.StateSucceeded, 30*time.Second)
 	retried, err := e.S.Retry(context.Background(), e.V, sub.JobID, jobs.Actor{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := e.Job(retried.Job.ID).BudgetTokens; got != want {
+		t.Errorf("the retry reserved %d, want what its submit did, %d", got, want)
 	}
 	e.WaitState(retried.Job.ID, jobs.StateSucceeded, 30*time.Second)
 	calls := fake.Calls()

@@ -2,9 +2,7 @@ package jobs
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +21,6 @@ import (
 	"asterion/jobs/deferred"
 	"asterion/jobs/eta"
 	"asterion/jobs/provider"
-	"asterion/jobs/registry"
 	"asterion/jobs/tracing"
 )
 
@@ -71,6 +68,8 @@ type SubmitRequest struct {
 	// ScheduledFor, when set, is the earliest time the prompt may run (at most MaxScheduleAhead
 	// ahead); the job stays queued until then.
 	ScheduledFor *time.Time
+	// hash is the request's Idempotency-Key fingerprint (fingerprint), made as it came in.
+	hash string
 	// keyEpoch tells apart the uses of a key that expired and was taken over again (it is ""
 	// for a key's first use), so that each use derives its own operation id.
 	keyEpoch string
@@ -121,6 +120,7 @@ func (r *SubmitRequest) validate(door *admit.Admission) error {
 		if i := lastUser(r.Messages); i >= 0 {
 			r.Prompt = r.Messages[i].Content
 			r.adm.Text, r.adm.TextField = r.Prompt, fmt.Sprintf("messages[%d].content", i)
+			r.adm.Input = conversationText(r.Messages)
 		} else {
 			// A conversation without a user message has no text: its problem is already
 			// recorded against the roles, so the text rules are given a stand-in to pass.
@@ -184,20 +184,6 @@ func checkIdempotencyKey(k string) string {
 	return ""
 }
 
-// requestHash fingerprints the normalised request for Idempotency-Key comparison.
-func (r *SubmitRequest) requestHash() string {
-	b, _ := json.Marshal(struct {
-		Prompt      string           `json:"prompt"`
-		ParentID    *uuid.UUID       `json:"parent_id"`
-		Priority    int              `json:"priority"`
-		MaxAttempts int              `json:"max_attempts"`
-		Options     ExecutionOptions `json:"options"`
-		Messages    []Message        `json:"messages,omitempty"`
-	}{r.Prompt, r.ParentID, *r.Priority, *r.MaxAttempts, r.Options, r.Messages})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // Submit accepts a prompt: in one transaction the prompt entity, the queued job, the registry
 // row (pending) and the River job. A client mistake returns a ValidationError and writes
 // nothing.
@@ -210,6 +196,14 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted,
 		ctx, span = s.tracer.Start(ctx, "jobs.submit")
 		req.trace = span.SpanContext()
 		defer func() { endSubmitSpan(span, out, err) }()
+	}
+	if req.IdempotencyKey != "" && checkIdempotencyKey(req.IdempotencyKey) == "" {
+		// A replay is answered before the rules that may refuse the same request later (its
+		// scheduled time has come, the user's submit rate is spent): it asks for nothing new.
+		req.hash = req.fingerprint(s.door)
+		if prior, found, err := s.replayOf(ctx, &req); err != nil || found {
+			return prior, err
+		}
 	}
 	if err := req.validate(s.door); err != nil {
 		return Submitted{}, err
@@ -315,56 +309,6 @@ func (r *SubmitRequest) accepted(promptID, correlation uuid.UUID) (db.Entity, ne
 			orgID: r.Viewer.OrgID, userID: r.Viewer.UserID, correlation: correlation, idempotencyKey: r.IdempotencyKey + r.keyEpoch,
 			model: r.Options.Model, tokens: provider.EstimateTokens(tokenText), scheduledFor: r.ScheduledFor,
 			trace: r.trace, jobID: r.jobID, door: r.Door}
-}
-
-// claimIdempotencyKey reserves the key for this request, or returns the earlier submission
-// made with it. A concurrent twin waits on the key's row until the first commits.
-func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *SubmitRequest) (Submitted, bool, error) {
-	hash := req.requestHash()
-	// A key older than IdempotencyKeyTTL is expired: taken over as if it were new (xmax is 0
-	// for a row the statement inserted, not for one it updated).
-	var claimed struct {
-		Inserted  bool      `bun:"inserted"`
-		CreatedAt time.Time `bun:"created_at"`
-	}
-	err := tx.NewRaw(claimIdempotencyKeySQL, req.Viewer.UserID, req.IdempotencyKey, hash, uuid.Nil, uuid.Nil, idempotencyTTLInterval).Scan(ctx, &claimed)
-	switch {
-	case err == nil:
-		if !claimed.Inserted {
-			req.keyEpoch = keyEpochOf(claimed.CreatedAt)
-		}
-		return Submitted{}, false, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return Submitted{}, false, fmt.Errorf("reserve idempotency key: %w", err)
-	}
-	var prior struct {
-		RequestHash string    `bun:"request_hash"`
-		PromptID    uuid.UUID `bun:"prompt_id"`
-		JobID       uuid.UUID `bun:"job_id"`
-	}
-	if err := tx.NewSelect().Table("sa_idempotency").Column("request_hash", "prompt_id", "job_id").
-		Where("user_id = ? AND key = ?", req.Viewer.UserID, req.IdempotencyKey).Scan(ctx, &prior); err != nil {
-		return Submitted{}, false, fmt.Errorf("read idempotency key: %w", err)
-	}
-	if prior.RequestHash != hash {
-		return Submitted{}, true, ErrIdempotencyConflict
-	}
-	var job db.Job
-	err = tx.NewSelect().Model(&job).Where("id = ?", prior.JobID).Scan(ctx)
-	if errors.Is(err, sql.ErrNoRows) {
-		// The key's job was archived: the key is expired. Take it over unless a concurrent
-		// twin just did, whose submission is then the answer.
-		return s.takeOverArchivedKey(ctx, tx, req, hash, prior.JobID)
-	}
-	if err != nil {
-		return Submitted{}, true, fmt.Errorf("read job of idempotency key: %w", err)
-	}
-	var op db.Operation
-	if err := tx.NewSelect().Model(&op).Where("id = ?", *job.OperationID).Scan(ctx); err != nil {
-		return Submitted{}, true, fmt.Errorf("read operation of idempotency key: %w", err)
-	}
-	return Submitted{PromptID: prior.PromptID, JobID: prior.JobID, State: State(job.State),
-		Operation: registry.HandleOf(op), Replayed: true}, true, nil
 }
 
 // newJob describes a job to enqueue.

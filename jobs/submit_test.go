@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/jobstest"
 )
 
@@ -60,6 +62,7 @@ func TestSubmitIdempotency(t *testing.T) {
 		func(r *jobs.SubmitRequest) { r.Priority = intp(10) },
 		func(r *jobs.SubmitRequest) { r.MaxAttempts = intp(5) },
 		func(r *jobs.SubmitRequest) { r.Options.Model = "other-model" },
+		func(r *jobs.SubmitRequest) { at := time.Now().Add(time.Hour); r.ScheduledFor = &at },
 	} {
 		req := jobs.SubmitRequest{Viewer: e.V, Prompt: "same body", IdempotencyKey: "key-1"}
 		mod(&req)
@@ -119,6 +122,61 @@ func TestSubmitIdempotency(t *testing.T) {
 	a, b := e.Submit("no key"), e.Submit("no key")
 	if a.JobID == b.JobID || a.PromptID == b.PromptID || a.Operation.OperationID == b.Operation.OperationID {
 		t.Fatal("two submissions without a key share ids")
+	}
+}
+
+// TestIdempotentReplayOutlivesTheRules: a replay asks for nothing new, so the rules that would
+// refuse the same request sent afresh do not refuse it: the user's submit rate spent, and a
+// scheduled time that has come and gone. The same rules still refuse new submissions, and a
+// different schedule under the key is a conflict.
+func TestIdempotentReplayOutlivesTheRules(t *testing.T) {
+	t.Parallel()
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	// One submit every ten seconds, a burst of one.
+	e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.SubmitRate = 0.1; c.Now = clock })
+	ctx := context.Background()
+	at := now.Add(30 * time.Second)
+	asked := func() jobs.SubmitRequest {
+		local := at.In(time.FixedZone("east", 2*60*60))
+		return jobs.SubmitRequest{Viewer: e.V, Prompt: "scheduled", IdempotencyKey: "sched-1", ScheduledFor: &local}
+	}
+	first, err := e.S.Submit(ctx, asked())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *admit.SubmitRateError
+	if _, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Prompt: "a new one"}); !errors.As(err, &re) {
+		t.Fatalf("a new submit past the rate: %v, want a SubmitRateError", err)
+	}
+	again, err := e.S.Submit(ctx, asked())
+	if err != nil || !again.Replayed || again.JobID != first.JobID {
+		t.Fatalf("a replay past the rate: %+v, %v; want the first submission", again, err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	fresh := asked()
+	fresh.IdempotencyKey = "sched-2"
+	var verr *jobs.ValidationError
+	if _, err := e.S.Submit(ctx, fresh); !errors.As(err, &verr) || verr.Fields["scheduled_for"] == "" {
+		t.Fatalf("a new submit for a time gone: %v, want a field error on scheduled_for", err)
+	}
+	late, err := e.S.Submit(ctx, asked())
+	if err != nil || !late.Replayed || late.JobID != first.JobID || late.Operation.OperationID != first.Operation.OperationID {
+		t.Fatalf("a replay once the schedule is past: %+v, %v; want the first submission", late, err)
+	}
+	other := asked()
+	moved := at.Add(time.Minute)
+	other.ScheduledFor = &moved
+	if _, err := e.S.Submit(ctx, other); !errors.Is(err, jobs.ErrIdempotencyConflict) {
+		t.Fatalf("the key with another schedule: %v, want ErrIdempotencyConflict", err)
+	}
+	if n := e.Count("SELECT count(*) FROM sa_job"); n != 1 {
+		t.Fatalf("%d jobs, want the first only", n)
 	}
 }
 

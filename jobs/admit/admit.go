@@ -43,6 +43,9 @@ type Request struct {
 	// ScheduledFor, when set, is the earliest time the job may run; Check clears a time that
 	// has already come.
 	ScheduledFor *time.Time
+	// Input is all the provider reads when that is more than Text (a conversation's messages,
+	// of which Text is the last user message); the estimate counts its tokens. Empty: Text.
+	Input string
 	// MaxTokens, when positive, bounds the job's output; the estimate uses it.
 	MaxTokens int
 
@@ -129,12 +132,25 @@ func (a *Admission) Check(ctx context.Context, r *Request) error {
 	if err := a.rate.take(r.UserID); err != nil {
 		return err
 	}
-	est, err := a.estimate(ctx, r.Model, r.Text, r.MaxTokens)
+	input := r.Text
+	if r.Input != "" {
+		input = r.Input
+	}
+	est, err := a.estimate(ctx, r.Model, input, r.MaxTokens)
 	if err != nil {
 		return fmt.Errorf("admit a job of org %d: %w", r.OrgID, err)
 	}
 	r.estimate, r.checked = est, true
 	return nil
+}
+
+// RunsOn is the model a job asking for asked runs on: the deployment's default for none, and
+// asked as it is otherwise (whether the deployment lists it is a field rule).
+func (a *Admission) RunsOn(asked string) string {
+	if asked == "" {
+		return a.cfg.Models[0]
+	}
+	return asked
 }
 
 // model is the model a job asking for asked runs on, or a field message.

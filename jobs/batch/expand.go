@@ -160,7 +160,7 @@ func (b *Batches) readLine(ctx context.Context, bt *Batch, ep Endpoint, l fileLi
 	}
 	p.prompt = prompt
 	p.ask = admit.Request{Door: admit.DoorBatch, OrgID: bt.OrgID, UserID: bt.CreatedBy, Text: chk.Text,
-		TextField: chk.TextField, Model: prompt.Options.Model}
+		TextField: chk.TextField, Input: jobs.ConversationText(prompt.Messages), Model: prompt.Options.Model}
 	if prompt.Options.MaxTokens != nil {
 		p.ask.MaxTokens = *prompt.Options.MaxTokens
 	}
