@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime/multipart"
 	"testing"
@@ -43,7 +44,8 @@ func form(t *testing.T, content []byte) *multipart.Reader {
 // TestExpansionIsChunkedAndResumable: a batch of 2,500 lines becomes jobs ChunkLines per step,
 // each step's progress recorded, so a second owner (a process started after a crash) goes on
 // from the next line and writes no line twice; every job is at the batch priority with its
-// door. Cancelled, the batch cancels every job and writes one error line per request.
+// door. Its input cannot be deleted until every line is read. Cancelled, the batch cancels every
+// job and writes one error line per request.
 func TestExpansionIsChunkedAndResumable(t *testing.T) {
 	e := jobstest.NewEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
@@ -76,6 +78,14 @@ func TestExpansionIsChunkedAndResumable(t *testing.T) {
 		}
 		return
 	}
+	// The input cannot be deleted while the batch still reads it: validating, and part way.
+	undeletable := func(when string) {
+		t.Helper()
+		if err := b.DeleteFile(ctx, e.V, f.ID); !errors.Is(err, ErrConflict) {
+			t.Fatalf("delete of the input %s: %v, want ErrConflict", when, err)
+		}
+	}
+	undeletable("while the batch validates")
 	if more, err := b.step(ctx, bt.ID); err != nil || !more {
 		t.Fatalf("validating step: %v %v", more, err)
 	}
@@ -94,9 +104,16 @@ func TestExpansionIsChunkedAndResumable(t *testing.T) {
 			t.Fatalf("after step %d: %d expanded, %d requests, %d jobs at priority %d, %d doors; want %d each",
 				i, exp, req, js, Priority, doors, want)
 		}
+		if want < n {
+			undeletable(fmt.Sprintf("with %d of its %d lines read", want, n))
+		}
 	}
 	if more, err := owner.step(ctx, bt.ID); err != nil || more {
 		t.Fatalf("a step with every job queued: %v %v, want nothing more to do now", more, err)
+	}
+	// Every line read, the input is the user's to delete; the batch runs on without it.
+	if err := b.DeleteFile(ctx, e.V, f.ID); err != nil {
+		t.Fatalf("delete of the input once read: %v", err)
 	}
 
 	c, err := owner.CancelBatch(ctx, e.V, bt.ID, jobs.Actor{Name: "test"})

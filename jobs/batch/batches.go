@@ -65,8 +65,11 @@ func (b *Batches) Create(ctx context.Context, req CreateRequest) (Batch, error) 
 	defer b.jobs.Admit()()
 	var out Batch
 	err := b.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		// The file stays locked until the batch is written, so a delete of it waits and then
+		// sees the batch that reads it (DeleteFile).
 		var f File
-		err := tx.NewSelect().Model(&f).Where("id = ? AND org_id = ?", req.InputFileID, req.Viewer.OrgID).Scan(ctx)
+		err := tx.NewSelect().Model(&f).Where("id = ? AND org_id = ?", req.InputFileID, req.Viewer.OrgID).
+			For("SHARE").Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return invalid("input_file_id", "invalid_value", "No file with id '%s' found.", req.InputFileID)
 		}

@@ -197,20 +197,38 @@ func (b *Batches) File(ctx context.Context, v jobs.Viewer, id string) (File, err
 	return f, nil
 }
 
-// DeleteFile deletes the file id of v's org with its lines.
+// DeleteFile deletes the file id of v's org with its lines. The input of a batch that has not
+// read all of it yet is ErrConflict.
 func (b *Batches) DeleteFile(ctx context.Context, v jobs.Viewer, id string) error {
-	q := b.db.NewDelete().Model((*File)(nil)).Where("id = ?", id)
-	if !v.AllOrgs {
-		q = q.Where("org_id = ?", v.OrgID)
-	}
-	res, err := q.Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("delete file %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("file %s: %w", id, ErrNotFound)
-	}
-	return nil
+	return b.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		q := tx.NewSelect().Model((*File)(nil)).Column("id").Where("id = ?", id).For("UPDATE")
+		if !v.AllOrgs {
+			q = q.Where("org_id = ?", v.OrgID)
+		}
+		var found string
+		if err := q.Scan(ctx, &found); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("file %s: %w", id, ErrNotFound)
+		} else if err != nil {
+			return fmt.Errorf("lock file %s: %w", id, err)
+		}
+		// A batch reads its input a chunk at a time while it queues its jobs: deleting the
+		// file under it would leave its unread lines neither run nor reported.
+		var reading string
+		err := tx.NewSelect().Model((*Batch)(nil)).Column("id").Where("input_file_id = ?", id).
+			Where("status = ? OR (status = ? AND expanded_lines < total_lines)", StatusValidating, StatusInProgress).
+			Limit(1).Scan(ctx, &reading)
+		switch {
+		case err == nil:
+			return fmt.Errorf("file %s is the input of batch %s, which has not read all of it yet; "+
+				"delete it once the batch has queued every request, or cancel the batch: %w", id, reading, ErrConflict)
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("find the batches reading file %s: %w", id, err)
+		}
+		if _, err := tx.NewDelete().Model((*File)(nil)).Where("id = ?", id).Exec(ctx); err != nil {
+			return fmt.Errorf("delete file %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // WriteContent writes the content of file f to w as it was stored, a chunk of lines a query.
