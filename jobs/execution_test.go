@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +18,9 @@ import (
 	"asterion/jobs"
 	"asterion/jobs/deferred"
 	"asterion/jobs/feed"
+	"asterion/jobs/governor"
 	"asterion/jobs/jobstest"
+	"asterion/jobs/provider"
 )
 
 // TestAsyncExecutionProof follows one prompt through its execution: queued → running → succeeded
@@ -431,4 +434,81 @@ func TestRunSync(t *testing.T) {
 	if n := e.Count("SELECT count(*) FROM river_job WHERE kind = ?", jobs.KindPromptExecute); n != 0 {
 		t.Fatalf("%d river jobs for synchronous runs", n)
 	}
+}
+
+// TestRunSyncHeldByFlowControl: the synchronous run is held as a worker's claim is. It takes
+// its call's slot from the provider governor and starts no sooner; a paused org, an org at its
+// cap of running jobs and a model an operator paused each refuse it with ErrHeld, writing
+// nothing and calling no provider.
+func TestRunSyncHeldByFlowControl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	refused := func(t *testing.T, e *tenv, what string) {
+		t.Helper()
+		before := e.Count("SELECT count(*) FROM sa_job")
+		_, err := e.S.RunSync(ctx, e.V, "held "+what)
+		if !errors.Is(err, jobs.ErrHeld) {
+			t.Fatalf("a synchronous run %s: %v, want ErrHeld", what, err)
+		}
+		if n := e.Count("SELECT count(*) FROM sa_job"); n != before {
+			t.Fatalf("%d jobs after a refused run, %d before", n, before)
+		}
+	}
+	t.Run("a paused org", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, jobstest.InstantSim())
+		if _, err := e.D.Bun.ExecContext(ctx, "INSERT INTO sa_org_share (org_id, paused) VALUES (?, true)", e.O); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, e, "while its org is paused")
+	})
+	t.Run("an org at its cap", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) { c.OrgMaxRunning = 1 })
+		jobstest.StartRuntime(t, e.D.Pool, e.S, 2)
+		hang := e.Submit("#sim:hang until the test ends")
+		e.WaitState(hang.JobID, jobs.StateRunning, 30*time.Second)
+		refused(t, e, "while its org runs its most jobs")
+		if _, err := e.S.Cancel(ctx, e.V, hang.JobID, jobs.Actor{Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		e.WaitState(hang.JobID, jobs.StateCancelled, 30*time.Second)
+		if res, err := e.S.RunSync(ctx, e.V, "below the cap again"); err != nil || res.Job.State != "succeeded" {
+			t.Fatalf("a run below the cap: %+v, %v", res.Job, err)
+		}
+	})
+	t.Run("the governor", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		var grants []governor.Grant
+		var gov *governor.Governor
+		e := newEnv(t, jobstest.InstantSim(), func(c *jobs.Config) {
+			g, err := governor.New(governor.Config{DB: c.DB, RPM: 600, OnGrant: func(_ string, gr governor.Grant) {
+				mu.Lock()
+				grants = append(grants, gr)
+				mu.Unlock()
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Governor, gov = g, g
+		})
+		res, err := e.S.RunSync(ctx, e.V, "within the governor")
+		if err != nil || res.Job.State != "succeeded" {
+			t.Fatalf("a governed run: %+v, %v", res.Job, err)
+		}
+		mu.Lock()
+		got := slices.Clone(grants)
+		mu.Unlock()
+		if len(got) != 1 {
+			t.Fatalf("%d slots granted for one synchronous call, want 1", len(got))
+		}
+		if res.Job.StartedAt == nil || res.Job.StartedAt.Before(got[0].At) {
+			t.Fatalf("started at %v, before its slot %s", res.Job.StartedAt, got[0].At)
+		}
+		if err := gov.Pause(ctx, provider.SimModel, governor.Pauser{Role: "operator", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, e, "while an operator paused its model")
+	})
 }

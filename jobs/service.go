@@ -39,6 +39,9 @@ var (
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
 	// ErrInvalid wraps a ValidationError.
 	ErrInvalid = registry.ErrInvalid
+	// ErrHeld means flow control holds the work a synchronous run would start now: its org is
+	// paused or runs its most jobs at once, or an operator paused its model.
+	ErrHeld = errors.New("flow control holds this work")
 )
 
 // ValidationError names each field that broke a rule.

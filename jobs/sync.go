@@ -3,7 +3,9 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -11,6 +13,8 @@ import (
 	"asterion/db"
 	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
+	"asterion/jobs/fairshare"
+	"asterion/jobs/provider"
 )
 
 // SyncResult is the outcome of RunSync.
@@ -22,6 +26,10 @@ type SyncResult struct {
 // RunSync runs one prompt in-process, the synchronous path of design phase 1: the prompt and
 // its job row are written, the provider is called once (max_attempts 1, no queue), and the job
 // ends succeeded or failed like any other, with its registry row and change-feed events.
+//
+// Flow control holds it as it holds a worker's claim: it waits for its call's slot of the
+// provider governor, and an org that is paused or at its cap of running jobs, or a model an
+// operator paused, refuses it (ErrHeld) rather than leave a terminal waiting without end.
 func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResult, error) {
 	one := 1
 	req := SubmitRequest{Viewer: v, Prompt: text, MaxAttempts: &one}
@@ -32,9 +40,24 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 		return SyncResult{}, err
 	}
 	req.Options.Model = req.adm.Model
+	if err := s.calls.awaitSyncSlot(ctx, req.Options.Model, provider.EstimateTokens(req.Prompt)); err != nil {
+		return SyncResult{}, err
+	}
 	var job db.Job
 	claim := newClaim("sync")
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		paused, err := orgPaused(ctx, tx, v.OrgID)
+		if err != nil {
+			return err
+		}
+		if paused {
+			return fmt.Errorf("run prompt now: an operator paused the work of org %d: %w", v.OrgID, ErrHeld)
+		}
+		if err := s.share.UnderRunningCap(ctx, tx, v.OrgID); errors.Is(err, fairshare.ErrAtCap) {
+			return fmt.Errorf("run prompt now: org %d runs its most jobs at once: %w", v.OrgID, ErrHeld)
+		} else if err != nil {
+			return err
+		}
 		grants, err := s.door.Reserve(ctx, tx, []*admit.Request{&req.adm})
 		if err != nil {
 			return err
@@ -100,4 +123,35 @@ func (s *Service) RunSync(ctx context.Context, v Viewer, text string) (SyncResul
 		res.Response = &r
 	}
 	return res, nil
+}
+
+// awaitSyncSlot waits for the provider governor's slot of a synchronous call to model: as a
+// worker's call, it starts no sooner than its slot. A model an operator paused is ErrHeld.
+func (s *calls) awaitSyncSlot(ctx context.Context, model string, tokens int) error {
+	g := s.cfg.Governor
+	if g == nil {
+		return nil
+	}
+	model = s.modelOf(model)
+	for {
+		grant, err := g.Reserve(ctx, model, tokens)
+		if err != nil {
+			return fmt.Errorf("run prompt now: %w", err)
+		}
+		if grant.Paused {
+			return fmt.Errorf("run prompt now: an operator paused model %s: %w", model, ErrHeld)
+		}
+		if grant.Wait > 0 {
+			t := time.NewTimer(grant.Wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		if grant.Granted {
+			return nil
+		}
+	}
 }
