@@ -182,3 +182,30 @@ func TestUploadRefusals(t *testing.T) {
 		t.Errorf("%d files left behind (%v)", files, err)
 	}
 }
+
+// TestCreateRefusesControlCharactersInMetadata: metadata is stored as the caller sent it, so a
+// key or value with a control character (a NUL, which PostgreSQL cannot store, among them) is
+// an invalid metadata parameter, and no batch is written.
+func TestCreateRefusesControlCharactersInMetadata(t *testing.T) {
+	e := jobstest.NewEnv(t, jobstest.InstantSim())
+	ctx := context.Background()
+	b, err := New(Config{Jobs: e.S, Endpoints: map[string]Endpoint{"/v1/text": textEndpoint{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := b.Upload(ctx, e.V, form(t, []byte(`{"custom_id":"c","method":"POST","url":"/v1/text","body":{"text":"x"}}`+"\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range []map[string]string{{"a": "\x00"}, {"a\x00": "b"}, {"bell": "\a"}} {
+		_, err := b.Create(ctx, CreateRequest{Viewer: e.V, InputFileID: f.ID, Endpoint: "/v1/text", CompletionWindow: Window, Metadata: md})
+		var inv *InvalidError
+		if !errors.As(err, &inv) || inv.Param != "metadata" || inv.Code != "invalid_value" {
+			t.Errorf("metadata %q: %v, want an invalid metadata parameter", md, err)
+		}
+	}
+	var batches int
+	if err := e.D.Bun.QueryRowContext(ctx, "SELECT count(*) FROM sa_batch").Scan(&batches); err != nil || batches != 0 {
+		t.Errorf("%d batches written (%v)", batches, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/deferred"
 	"asterion/jobs/registry"
 )
@@ -51,6 +52,11 @@ func (r CreateRequest) validate(b *Batches) error {
 		if utf8.RuneCountInString(k) > maxMetadataKey || utf8.RuneCountInString(v) > maxMetadataValue {
 			return invalid("metadata", "invalid_value", "Invalid 'metadata': keys are at most %d characters and values at most %d.",
 				maxMetadataKey, maxMetadataValue)
+		}
+		// As the Responses API's metadata: PostgreSQL cannot store a NUL, and no other control
+		// character belongs in a label.
+		if admit.ControlCharProblem(k) != "" || admit.ControlCharProblem(v) != "" {
+			return invalid("metadata", "invalid_value", "Invalid 'metadata': keys and values may not hold control characters.")
 		}
 	}
 	return nil
