@@ -17,6 +17,7 @@ import (
 	"asterion/jobs/intake"
 	"asterion/jobs/output"
 	"asterion/jobs/provider"
+	"asterion/jobs/registry"
 	"asterion/jobs/retrypolicy"
 )
 
@@ -65,7 +66,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 		s.calls.markWaiting(ctx, jobID, WaitingOrgShare)
 		return claimResult{outcome: claimWait, wait: s.share.CapRecheck(), reason: "the org runs its most jobs at once"}, nil
 	case errors.As(err, new(*operationExpiredError)):
-		return s.expireUnclaimed(ctx, err)
+		return expireUnclaimed(ctx, s.reg, err)
 	case !errors.Is(err, errNoChange) && !errors.Is(err, admit.ErrBudgetWait):
 		return claimResult{}, err
 	}
@@ -147,7 +148,7 @@ func (s *Service) claim(ctx context.Context, jobID uuid.UUID, orgID int64, river
 		return nil
 	})
 	if errors.As(err, new(*operationExpiredError)) {
-		return s.expireUnclaimed(ctx, err)
+		return expireUnclaimed(ctx, s.reg, err)
 	}
 	return res, err
 }
@@ -181,10 +182,10 @@ func expiredAtClaim(moved movedJob) error {
 // refused because the operation expired (err an *operationExpiredError), and drops the vehicle.
 // A registry that could not expire it leaves the vehicle to River's retry, whose claim decides
 // again.
-func (s *Service) expireUnclaimed(ctx context.Context, err error) (claimResult, error) {
+func expireUnclaimed(ctx context.Context, reg *registry.Registry, err error) (claimResult, error) {
 	var expired *operationExpiredError
 	errors.As(err, &expired)
-	terminal, eerr := s.reg.ExpireDue(ctx, expired.OperationID)
+	terminal, eerr := reg.ExpireDue(ctx, expired.OperationID)
 	if eerr != nil {
 		return claimResult{}, fmt.Errorf("claim job %s: %w", expired.JobID, eerr)
 	}

@@ -34,7 +34,7 @@ func keyEpochOf(t time.Time) string { return "@" + strconv.FormatInt(t.UnixMicro
 // takeOverArchivedKey makes the key whose job archivedJob was archived this request's, so the
 // submit goes on as a new one (found false). If a concurrent submit took it over first, the
 // key's new submission answers, as for any replay.
-func (s *Service) takeOverArchivedKey(ctx context.Context, tx bun.Tx, req *SubmitRequest, hash string, archivedJob uuid.UUID) (Submitted, bool, error) {
+func takeOverArchivedKey(ctx context.Context, tx bun.Tx, req *SubmitRequest, hash string, archivedJob uuid.UUID) (Submitted, bool, error) {
 	var at time.Time
 	err := tx.NewRaw(takeOverIdempotencyKeySQL, hash, uuid.Nil, uuid.Nil, req.Viewer.UserID, req.IdempotencyKey, archivedJob).Scan(ctx, &at)
 	switch {
@@ -42,14 +42,14 @@ func (s *Service) takeOverArchivedKey(ctx context.Context, tx bun.Tx, req *Submi
 		req.keyEpoch = keyEpochOf(at)
 		return Submitted{}, false, nil
 	case errors.Is(err, sql.ErrNoRows):
-		return s.claimIdempotencyKey(ctx, tx, req)
+		return claimIdempotencyKey(ctx, tx, req)
 	}
 	return Submitted{}, false, fmt.Errorf("take over expired idempotency key: %w", err)
 }
 
 // claimIdempotencyKey reserves the key for this request, or returns the earlier submission
 // made with it. A concurrent twin waits on the key's row until the first commits.
-func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *SubmitRequest) (Submitted, bool, error) {
+func claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *SubmitRequest) (Submitted, bool, error) {
 	hash := req.hash
 	// A key older than IdempotencyKeyTTL is expired: taken over as if it were new (xmax is 0
 	// for a row the statement inserted, not for one it updated).
@@ -79,7 +79,7 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx bun.Tx, req *Submi
 	if err == nil && !found {
 		// The key's job was archived: the key is expired. Take it over unless a concurrent
 		// twin just did, whose submission is then the answer.
-		return s.takeOverArchivedKey(ctx, tx, req, hash, prior.JobID)
+		return takeOverArchivedKey(ctx, tx, req, hash, prior.JobID)
 	}
 	return out, true, err
 }
@@ -114,9 +114,9 @@ func priorSubmission(ctx context.Context, idb bun.IDB, use keyUse) (Submitted, b
 // use's submission when req is the same request, ErrIdempotencyConflict when it is another.
 // found is false when the key has no live use (none, expired, its job archived, or a twin's
 // not yet committed): the submit then goes on, and its transaction claims the key.
-func (s *Service) replayOf(ctx context.Context, req *SubmitRequest) (Submitted, bool, error) {
+func replayOf(ctx context.Context, idb bun.IDB, req *SubmitRequest) (Submitted, bool, error) {
 	var use keyUse
-	err := s.db.NewSelect().Table("sa_idempotency").Column("request_hash", "prompt_id", "job_id").
+	err := idb.NewSelect().Table("sa_idempotency").Column("request_hash", "prompt_id", "job_id").
 		Where("user_id = ? AND key = ? AND created_at >= now() - ?::interval", req.Viewer.UserID, req.IdempotencyKey,
 			idempotencyTTLInterval).Scan(ctx, &use)
 	switch {
@@ -127,7 +127,7 @@ func (s *Service) replayOf(ctx context.Context, req *SubmitRequest) (Submitted, 
 	case use.RequestHash != req.hash:
 		return Submitted{}, true, ErrIdempotencyConflict
 	}
-	return priorSubmission(ctx, s.db, use)
+	return priorSubmission(ctx, idb, use)
 }
 
 // fingerprint is the request as its Idempotency-Key compares it, made from the request as it

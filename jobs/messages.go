@@ -92,8 +92,10 @@ func outputOptionProblems(o ExecutionOptions, fields map[string]string) {
 			fields["options.response_format"] = fmt.Sprintf("must be at most %d bytes of JSON", maxResponseFormatBytes)
 		case json.Unmarshal(o.ResponseFormat, &obj) != nil || obj == nil:
 			fields["options.response_format"] = "must be an object"
-		case admit.JSONTextProblem(o.ResponseFormat) != "":
-			fields["options.response_format"] = admit.JSONTextProblem(o.ResponseFormat)
+		default:
+			if msg := admit.JSONTextProblem(o.ResponseFormat); msg != "" {
+				fields["options.response_format"] = msg
+			}
 		}
 	}
 }

@@ -201,7 +201,7 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (out Submitted,
 		// A replay is answered before the rules that may refuse the same request later (its
 		// scheduled time has come, the user's submit rate is spent): it asks for nothing new.
 		req.hash = req.fingerprint(s.door)
-		if prior, found, err := s.replayOf(ctx, &req); err != nil || found {
+		if prior, found, err := replayOf(ctx, s.db, &req); err != nil || found {
 			return prior, err
 		}
 	}
@@ -235,7 +235,7 @@ func (s *Service) submitOne(ctx context.Context, req SubmitRequest) (Submitted, 
 		if req.IdempotencyKey != "" {
 			// A replay answers with its original handle even once the budget is spent or the
 			// quota full: the key is looked up before the reservation.
-			prior, found, err := s.claimIdempotencyKey(ctx, tx, &req)
+			prior, found, err := claimIdempotencyKey(ctx, tx, &req)
 			if err != nil || found {
 				out = prior
 				return err
