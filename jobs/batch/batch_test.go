@@ -26,6 +26,16 @@ func (textEndpoint) Decode(body []byte) (Prompt, *LineError) {
 
 func (textEndpoint) Answer(a Answered) ([]byte, error) { return json.Marshal(a.Text) }
 
+// textBatches is the batches of e's service over the one endpoint /v1/text.
+func textBatches(t *testing.T, e *jobstest.Env) *Batches {
+	t.Helper()
+	b, err := New(Config{Jobs: e.S, Endpoints: map[string]Endpoint{"/v1/text": textEndpoint{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // form is a multipart upload of content as a file of purpose batch.
 func form(t *testing.T, content []byte) *multipart.Reader {
 	t.Helper()
@@ -150,10 +160,7 @@ func TestExpansionIsChunkedAndResumable(t *testing.T) {
 func TestUploadRefusals(t *testing.T) {
 	e := jobstest.NewEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
-	b, err := New(Config{Jobs: e.S, Endpoints: map[string]Endpoint{"/v1/text": textEndpoint{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := textBatches(t, e)
 	noPurpose := func() *multipart.Reader {
 		var buf bytes.Buffer
 		w := multipart.NewWriter(&buf)
@@ -189,10 +196,7 @@ func TestUploadRefusals(t *testing.T) {
 func TestCreateRefusesControlCharactersInMetadata(t *testing.T) {
 	e := jobstest.NewEnv(t, jobstest.InstantSim())
 	ctx := context.Background()
-	b, err := New(Config{Jobs: e.S, Endpoints: map[string]Endpoint{"/v1/text": textEndpoint{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := textBatches(t, e)
 	f, err := b.Upload(ctx, e.V, form(t, []byte(`{"custom_id":"c","method":"POST","url":"/v1/text","body":{"text":"x"}}`+"\n")))
 	if err != nil {
 		t.Fatal(err)
