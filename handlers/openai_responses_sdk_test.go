@@ -267,10 +267,9 @@ func TestResponsesBadInput(t *testing.T) {
 	}{
 		{"input of the wrong type", responses.ResponseNewParams{Input: textInput("x")}, []option.RequestOption{option.WithJSONSet("input", 5)}, "input"},
 		{"no input", responses.ResponseNewParams{}, nil, "input"},
-		{"last message an assistant's", responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{
+		{"no user message", responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{
 			OfInputItemList: responses.ResponseInputParam{
-				responses.ResponseInputItemParamOfMessage("q", responses.EasyInputMessageRoleUser),
-				responses.ResponseInputItemParamOfMessage("a", responses.EasyInputMessageRoleAssistant)}}}, nil, "input[1].role"},
+				responses.ResponseInputItemParamOfMessage("a", responses.EasyInputMessageRoleAssistant)}}}, nil, "input"},
 		{"max_output_tokens out of range", responses.ResponseNewParams{Input: textInput("x"), MaxOutputTokens: sdk.Int(0)}, nil, "max_output_tokens"},
 		{"an unknown text format", responses.ResponseNewParams{Input: textInput("x")},
 			[]option.RequestOption{option.WithJSONSet("text", map[string]any{"format": map[string]any{"type": "yaml"}})}, "text.format.type"},

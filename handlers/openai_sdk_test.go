@@ -262,9 +262,23 @@ func TestFrontDoorErrors(t *testing.T) {
 		t.Errorf("messages of the wrong type: %s", e.RawJSON())
 	}
 	_, err = client.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Messages: []sdk.ChatCompletionMessageParamUnion{
-		sdk.UserMessage("q"), sdk.AssistantMessage("a")}})
-	if e := asAPIError(t, "last message not a user's", err, 400); e.Param != "messages[1].role" {
-		t.Errorf("last message not a user's: %s", e.RawJSON())
+		sdk.SystemMessage("s"), sdk.AssistantMessage("a")}})
+	if e := asAPIError(t, "no user message", err, 400); e.Param != "messages" {
+		t.Errorf("no user message: %s", e.RawJSON())
+	}
+	// A conversation may end in another role than the user's, as OpenAI takes it; its text is
+	// its last user message.
+	var httpResp *http.Response
+	got, err := client.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Messages: []sdk.ChatCompletionMessageParamUnion{
+		sdk.UserMessage("q #sim:tokens=2"), sdk.AssistantMessage("a"), sdk.SystemMessage("be brief")}},
+		option.WithResponseInto(&httpResp))
+	if err != nil || len(got.Choices) != 1 || got.Choices[0].Message.Content == "" {
+		t.Fatalf("a conversation ending in a system message: %v", err)
+	}
+	var text string
+	if err := f.DB.Bun.QueryRowContext(ctx, "SELECT e.body FROM sa_job j JOIN sa_entity e ON e.id = j.prompt_id WHERE j.id = ?",
+		httpResp.Header.Get(jobIDHeader)).Scan(&text); err != nil || text != "q #sim:tokens=2" {
+		t.Errorf("the job's prompt %q (%v), want the last user message", text, err)
 	}
 	_, err = client.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Messages: hello, Model: "gpt-nope"})
 	if e := asAPIError(t, "unknown model", err, 404); e.Code != "model_not_found" {
@@ -301,7 +315,6 @@ func TestFrontDoorErrors(t *testing.T) {
 	if _, err := sc.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Messages: hello}); err != nil {
 		t.Fatalf("the call within the budget: %v", err)
 	}
-	var httpResp *http.Response
 	_, err = sc.Chat.Completions.New(ctx, sdk.ChatCompletionNewParams{Messages: hello}, option.WithResponseInto(&httpResp))
 	e := asAPIError(t, "past the budget", err, 429)
 	if e.Code != "insufficient_quota" || e.Response.Header.Get("Retry-After") == "" {

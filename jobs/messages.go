@@ -47,10 +47,12 @@ func lastUser(msgs []Message) int {
 }
 
 // messageProblems checks the rules of a conversation other than the text rules on its last user
-// message, which admission applies: 1..MaxMessages entries of a known role, the last one a user
-// message, at most MaxPromptChars characters in all, and no content with control characters.
-// Each problem is recorded in fields under the field it concerns.
-func messageProblems(msgs []Message, fields map[string]string) {
+// message, which admission applies: 1..MaxMessages entries of a known role, a user message (the
+// prompt's text), at most MaxPromptChars characters in all, and no content with control
+// characters. The submit door takes a conversation whose last message is the user's; OpenAI's
+// doors (the front door and a batch's lines) take one ending in any role, as OpenAI does. Each
+// problem is recorded in fields under the field it concerns.
+func messageProblems(msgs []Message, door admit.Door, fields map[string]string) {
 	if len(msgs) == 0 || len(msgs) > MaxMessages {
 		fields["messages"] = fmt.Sprintf("must hold 1..%d messages, got %d", MaxMessages, len(msgs))
 		return
@@ -69,8 +71,12 @@ func messageProblems(msgs []Message, fields map[string]string) {
 		}
 		total += utf8.RuneCountInString(m.Content)
 	}
-	if last := len(msgs) - 1; msgs[last].Role != RoleUser {
+	last := len(msgs) - 1
+	switch {
+	case door != admit.DoorFrontDoor && door != admit.DoorBatch && msgs[last].Role != RoleUser:
 		fields[fmt.Sprintf("messages[%d].role", last)] = "the last message must be a user message"
+	case lastUser(msgs) < 0:
+		fields["messages"] = "must hold a user message"
 	}
 	if total > MaxPromptChars {
 		fields["messages"] = fmt.Sprintf("must hold at most %d characters in all, got %d", MaxPromptChars, total)
@@ -168,10 +174,11 @@ type PromptCheck struct {
 }
 
 // CheckPrompt applies Submit's rules on messages and options (roles, lengths, the output
-// bounds); the admission's rules on the text and the model are the door's to apply with Text.
-func CheckPrompt(msgs []Message, o ExecutionOptions) PromptCheck {
+// bounds) as at door; the admission's rules on the text and the model are the door's to apply
+// with Text.
+func CheckPrompt(msgs []Message, o ExecutionOptions, door admit.Door) PromptCheck {
 	out := PromptCheck{Fields: map[string]string{}, TextField: "messages"}
-	messageProblems(msgs, out.Fields)
+	messageProblems(msgs, door, out.Fields)
 	outputOptionProblems(o, out.Fields)
 	if i := lastUser(msgs); i >= 0 {
 		out.Text, out.TextField = msgs[i].Content, fmt.Sprintf("messages[%d].content", i)

@@ -11,6 +11,7 @@ import (
 
 	"asterion/db"
 	"asterion/jobs"
+	"asterion/jobs/admit"
 	"asterion/jobs/jobstest"
 	"asterion/jobs/provider"
 )
@@ -102,6 +103,10 @@ func TestSubmitMessagesRules(t *testing.T) {
 		{"last not user", func(r *jobs.SubmitRequest) {
 			r.Messages = []jobs.Message{user("u"), {Role: jobs.RoleAssistant, Content: "a"}}
 		}, "messages[1].role"},
+		{"no user message at OpenAI's door", func(r *jobs.SubmitRequest) {
+			r.Door = admit.DoorFrontDoor
+			r.Messages = []jobs.Message{{Role: jobs.RoleSystem, Content: "s"}, {Role: jobs.RoleAssistant, Content: "a"}}
+		}, "messages"},
 		{"blank last user", func(r *jobs.SubmitRequest) {
 			r.Messages = []jobs.Message{{Role: jobs.RoleSystem, Content: "s"}, user("  ")}
 		}, "messages[1].content"},
@@ -128,6 +133,34 @@ func TestSubmitMessagesRules(t *testing.T) {
 	}
 	if n := e.Count("SELECT count(*) FROM sa_job"); n != 0 {
 		t.Errorf("%d jobs written by refused submits", n)
+	}
+}
+
+// TestOpenAIDoorsTakeAConversationEndingInAnyRole: OpenAI's door takes a conversation whose
+// last message is not the user's, as OpenAI does; the prompt's text is its last user message
+// and the provider reads the whole conversation. The submit door still refuses it.
+func TestOpenAIDoorsTakeAConversationEndingInAnyRole(t *testing.T) {
+	e := newEnv(t, jobstest.InstantSim())
+	ctx := context.Background()
+	msgs := []jobs.Message{{Role: jobs.RoleUser, Content: "the question"}, {Role: jobs.RoleAssistant, Content: "an answer"},
+		{Role: jobs.RoleSystem, Content: "be brief"}}
+	out, err := e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Messages: msgs, Door: admit.DoorFrontDoor})
+	if err != nil {
+		t.Fatalf("front door: %v", err)
+	}
+	var text string
+	var stored []jobs.Message
+	var raw json.RawMessage
+	if err := e.D.Bun.QueryRowContext(ctx, "SELECT body, messages FROM sa_entity WHERE id = ?", out.PromptID).Scan(&text, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil || text != "the question" || len(stored) != 3 || stored[2].Role != jobs.RoleSystem {
+		t.Errorf("prompt %q with messages %s (%v), want the last user message and the whole conversation", text, raw, err)
+	}
+	_, err = e.S.Submit(ctx, jobs.SubmitRequest{Viewer: e.V, Messages: msgs})
+	var ve *jobs.ValidationError
+	if !errors.As(err, &ve) || ve.Fields["messages[2].role"] == "" {
+		t.Errorf("submit door: %v, want a field error on messages[2].role", err)
 	}
 }
 

@@ -116,14 +116,14 @@ func (r *SubmitRequest) validate(door *admit.Admission) error {
 		if r.Prompt != "" {
 			pre["prompt"] = "give exactly one of prompt and messages"
 		}
-		messageProblems(r.Messages, pre)
+		messageProblems(r.Messages, r.Door, pre)
 		if i := lastUser(r.Messages); i >= 0 {
 			r.Prompt = r.Messages[i].Content
 			r.adm.Text, r.adm.TextField = r.Prompt, fmt.Sprintf("messages[%d].content", i)
 			r.adm.Input = conversationText(r.Messages)
 		} else {
 			// A conversation without a user message has no text: its problem is already
-			// recorded against the roles, so the text rules are given a stand-in to pass.
+			// recorded against the messages, so the text rules are given a stand-in to pass.
 			r.adm.Text, r.adm.TextField = "-", "messages"
 		}
 	}

@@ -154,7 +154,7 @@ func (b *Batches) readLine(ctx context.Context, bt *Batch, ep Endpoint, l fileLi
 	if lerr != nil {
 		return p, lerr
 	}
-	chk := jobs.CheckPrompt(prompt.Messages, prompt.Options)
+	chk := jobs.CheckPrompt(prompt.Messages, prompt.Options, admit.DoorBatch)
 	if len(chk.Fields) > 0 {
 		return p, fieldsError(chk.Fields)
 	}
