@@ -97,12 +97,12 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	u, err := call.usage(c.UserContext())
+	u, answered, err := call.usage(c.UserContext())
 	if err != nil {
 		return err
 	}
 	return c.JSON(openai.NewCompletion(call.id, call.created, model, resp.Body,
-		openai.FinishReason(u.CompletionTokens, cr.MaxTokens), u))
+		openai.FinishReason(answered, cr.MaxTokens), u))
 }
 
 // frontDoorCall is one chat completion being answered by its job.
@@ -117,13 +117,26 @@ type frontDoorCall struct {
 	created int64
 }
 
-// usage is the job's usage, the sum over its attempts, as OpenAI counts it.
-func (f frontDoorCall) usage(ctx context.Context) (openai.Usage, error) {
-	_, total, err := f.s.deps.Reads.JobUsage(ctx, f.jobID)
+// usage is the job's usage, the sum over its attempts (what the provider was paid for), and the
+// output tokens of the attempt that answered: whether an answer reached its max_tokens is a fact
+// of that answer alone, not of the attempts cut short before it.
+func (f frontDoorCall) usage(ctx context.Context) (openai.Usage, int64, error) {
+	attempts, total, err := f.s.deps.Reads.JobUsage(ctx, f.jobID)
 	if err != nil {
-		return openai.Usage{}, err
+		return openai.Usage{}, 0, err
 	}
-	return openai.NewUsage(total.InputTokens, total.OutputTokens), nil
+	return openai.NewUsage(total.InputTokens, total.OutputTokens), answeredOutput(attempts), nil
+}
+
+// answeredOutput is the output tokens of the last attempt of attempts that succeeded (zero if
+// none did).
+func answeredOutput(attempts []db.Attempt) int64 {
+	for i := len(attempts) - 1; i >= 0; i-- {
+		if attempts[i].ErrorKind == nil {
+			return int64(attempts[i].OutputTokens)
+		}
+	}
+	return 0
 }
 
 // abandon cancels the job of a caller that left: nobody will read its answer, and its provider

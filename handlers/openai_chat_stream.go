@@ -122,11 +122,11 @@ func (o *chatStreamer) end(ctx context.Context, w *bufio.Writer, j db.Job) error
 	if j.State != string(jobs.StateSucceeded) {
 		return o.fail(w, failedCall(j))
 	}
-	u, err := o.call.usage(ctx)
+	u, answered, err := o.call.usage(ctx)
 	if err != nil {
 		return err
 	}
-	if err := openai.WriteEvent(w, o.chunks.Finish(openai.FinishReason(u.CompletionTokens, o.call.req.MaxTokens))); err != nil {
+	if err := openai.WriteEvent(w, o.chunks.Finish(openai.FinishReason(answered, o.call.req.MaxTokens))); err != nil {
 		return err
 	}
 	if o.call.req.IncludeUsage {

@@ -194,9 +194,10 @@ func (s *Server) responseObject(ctx context.Context, v jobs.Viewer, job db.Job) 
 		}
 	}
 	var u openai.Usage
+	var answered int64
 	if jobs.State(job.State).Terminal() {
 		var err error
-		if u, err = (frontDoorCall{s: s, jobID: job.ID}).usage(ctx); err != nil {
+		if u, answered, err = (frontDoorCall{s: s, jobID: job.ID}).usage(ctx); err != nil {
 			return openai.Response{}, err
 		}
 		f.Usage = &u
@@ -205,7 +206,7 @@ func (s *Server) responseObject(ctx context.Context, v jobs.Viewer, job db.Job) 
 			f.FinishedAt = &at
 		}
 	}
-	f.Status = openai.ResponseStatus(job.State, job.ErrorKind, job.ResponseID != nil, u.CompletionTokens, o.MaxTokens)
+	f.Status = openai.ResponseStatus(job.State, job.ErrorKind, job.ResponseID != nil, answered, o.MaxTokens)
 	switch f.Status {
 	case openai.StatusCompleted, openai.StatusIncomplete:
 		e, err := s.deps.Reads.Response(ctx, v, job)

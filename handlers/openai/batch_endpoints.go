@@ -44,7 +44,7 @@ func (batchChatEndpoint) Decode(body []byte) (batch.Prompt, *batch.LineError) {
 // Answer is the chat.completion the endpoint would have answered.
 func (batchChatEndpoint) Answer(a batch.Answered) ([]byte, error) {
 	return json.Marshal(NewCompletion(CompletionID(a.JobID.String()), a.FinishedAt.Unix(), a.Model, a.Text,
-		FinishReason(a.OutputTokens, a.MaxTokens), NewUsage(a.InputTokens, a.OutputTokens)))
+		FinishReason(a.AnsweredOutputTokens, a.MaxTokens), NewUsage(a.InputTokens, a.OutputTokens)))
 }
 
 // batchResponsesEndpoint runs a line as /v1/responses would, for what a batch reads of it: model,

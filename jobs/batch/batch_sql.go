@@ -12,15 +12,16 @@ const (
 FROM sa_batch_request r LEFT JOIN sa_job j ON j.id = r.job_id WHERE r.batch_id = ?`
 
 	// outcomeSQL reads ChunkLines lines of a batch after a line number, each with what its job
-	// answered: the job's state and error, the response's text, the model it ran on and its usage,
-	// the sum over its attempts.
+	// answered: the job's state and error, the response's text, the model it ran on, its usage
+	// (the sum over its attempts) and the output tokens of the attempt that answered.
 	outcomeSQL = `SELECT r.line_no, r.custom_id, r.job_id, r.error_code, r.error_message,
 	j.state, j.error_kind, j.error_message, coalesce(j.finished_at, j.updated_at), j.execution_options, e.body,
-	coalesce(u.input_tokens, 0), coalesce(u.output_tokens, 0)
+	coalesce(u.input_tokens, 0), coalesce(u.output_tokens, 0), coalesce(u.answered_output, 0)
 FROM sa_batch_request r
 LEFT JOIN sa_job j ON j.id = r.job_id
 LEFT JOIN sa_entity e ON e.id = j.response_id
-LEFT JOIN LATERAL (SELECT sum(a.input_tokens) AS input_tokens, sum(a.output_tokens) AS output_tokens
+LEFT JOIN LATERAL (SELECT sum(a.input_tokens) AS input_tokens, sum(a.output_tokens) AS output_tokens,
+	(array_agg(a.output_tokens ORDER BY a.attempt DESC) FILTER (WHERE a.error_kind IS NULL))[1] AS answered_output
 	FROM sa_attempt a WHERE a.job_id = r.job_id) u ON true
 WHERE r.batch_id = ? AND r.line_no > ?
 ORDER BY r.line_no LIMIT ?`

@@ -36,6 +36,9 @@ type Answered struct {
 	FinishedAt time.Time
 	// InputTokens and OutputTokens are the job's usage, the sum over its attempts.
 	InputTokens, OutputTokens int64
+	// AnsweredOutputTokens is the output of the attempt that answered: whether the answer
+	// reached MaxTokens is that attempt's fact, not the sum's.
+	AnsweredOutputTokens int64
 	// MaxTokens is the output bound the request asked for (nil: none).
 	MaxTokens *int
 }

@@ -23,6 +23,7 @@ type outcome struct {
 	options               []byte
 	text                  *string
 	input, output         int64
+	answered              int64
 }
 
 // outputLine is a line of the output or error file.
@@ -116,7 +117,7 @@ func (b *Batches) end(ctx context.Context, tx bun.Tx, bt *Batch, status string) 
 		for rows.Next() {
 			var o outcome
 			if err := rows.Scan(&o.lineNo, &o.customID, &o.jobID, &o.lineCode, &o.lineMessage, &o.state, &o.kind, &o.message,
-				&o.finishedAt, &o.options, &o.text, &o.input, &o.output); err != nil {
+				&o.finishedAt, &o.options, &o.text, &o.input, &o.output, &o.answered); err != nil {
 				rows.Close()
 				return fmt.Errorf("read the answers of batch %s: %w", bt.ID, err)
 			}
@@ -172,7 +173,8 @@ func (b *Batches) end(ctx context.Context, tx bun.Tx, bt *Batch, status string) 
 func answer(ep Endpoint, o outcome) ([]byte, error) {
 	var opts jobs.ExecutionOptions
 	_ = json.Unmarshal(o.options, &opts)
-	a := Answered{JobID: *o.jobID, Model: opts.Model, InputTokens: o.input, OutputTokens: o.output, MaxTokens: opts.MaxTokens}
+	a := Answered{JobID: *o.jobID, Model: opts.Model, InputTokens: o.input, OutputTokens: o.output,
+		AnsweredOutputTokens: o.answered, MaxTokens: opts.MaxTokens}
 	if o.text != nil {
 		a.Text = *o.text
 	}
