@@ -123,6 +123,14 @@ func (b *Batches) step(ctx context.Context, id string) (more bool, err error) {
 func (b *Batches) validate(ctx context.Context, tx bun.Tx, bt *Batch) error {
 	var f File
 	err := tx.NewSelect().Model(&f).Where("id = ?", bt.InputFileID).Scan(ctx)
+	if err == nil && f.LineCount > 0 {
+		// A file of blank lines only holds no request either.
+		var requests bool
+		if requests, err = tx.NewSelect().Model((*fileLine)(nil)).Where("file_id = ?", f.ID).
+			Where("length(btrim(body, '\\x090a0b0c0d20'::bytea)) > 0").Exists(ctx); err == nil && !requests {
+			f.LineCount = 0
+		}
+	}
 	if errors.Is(err, sql.ErrNoRows) || err == nil && f.LineCount == 0 {
 		msg := "The input file was deleted before the batch started."
 		if err == nil {

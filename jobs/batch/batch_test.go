@@ -213,3 +213,31 @@ func TestCreateRefusesControlCharactersInMetadata(t *testing.T) {
 		t.Errorf("%d batches written (%v)", batches, err)
 	}
 }
+
+// TestABatchOfBlankLinesFails: a file of blank lines holds no request, so its batch fails at
+// validation with invalid_file, as one over an empty file would, instead of completing empty.
+func TestABatchOfBlankLinesFails(t *testing.T) {
+	e := jobstest.NewEnv(t, jobstest.InstantSim())
+	ctx := context.Background()
+	b := textBatches(t, e)
+	f, err := b.Upload(ctx, e.V, form(t, []byte("\n  \n\t\r\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := b.Create(ctx, CreateRequest{Viewer: e.V, InputFileID: f.ID, Endpoint: "/v1/text", CompletionWindow: Window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.step(ctx, bt.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Batch(ctx, e.V, bt.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []Problem
+	_ = json.Unmarshal(got.Errors, &problems)
+	if got.Status != StatusFailed || len(problems) != 1 || problems[0].Code != "invalid_file" {
+		t.Fatalf("batch %s with errors %s, want failed with invalid_file", got.Status, got.Errors)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -24,6 +25,7 @@ const (
 	CodeInvalidURL    = "invalid_url"
 	CodeInvalidValue  = "invalid_value"
 	CodeJobFailed     = "job_failed"
+	CodeServerError   = "server_error"
 )
 
 // line is one request line as a batch reads it.
@@ -43,6 +45,11 @@ type pending struct {
 
 // expandChunk turns the next ChunkLines lines of bt's input file into jobs or error lines, in
 // tx, and records how far it went.
+//
+// The chunk's lines are queued together. Should the database refuse what they write for a
+// reason no rule foresaw, they are queued again one by one, each in a savepoint of its own, so
+// the one line it refuses becomes an error line and the others run: one bad line never holds
+// the batch until its window ends.
 func (b *Batches) expandChunk(ctx context.Context, tx bun.Tx, bt *Batch) error {
 	from := bt.ExpandedLines + 1
 	rows, err := lines(ctx, tx, bt.InputFileID, bt.ExpandedLines, ChunkLines)
@@ -67,20 +74,57 @@ func (b *Batches) expandChunk(ctx context.Context, tx bun.Tx, bt *Batch) error {
 			admitted = append(admitted, p)
 		}
 	}
-	reqs := make([]*admit.Request, len(admitted))
-	for i, p := range admitted {
+	err = tx.RunInTx(ctx, nil, func(ctx context.Context, sp bun.Tx) error { return b.queue(ctx, sp, bt, admitted) })
+	if err != nil {
+		if !db.IsRefusedData(err) {
+			return fmt.Errorf("queue lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+		}
+		b.log.Warn("the database refused a chunk of a batch; queueing its lines one by one",
+			"batch_id", bt.ID, "from", from, "to", to, "err", err)
+		for _, p := range admitted {
+			err := tx.RunInTx(ctx, nil, func(ctx context.Context, sp bun.Tx) error { return b.queue(ctx, sp, bt, []*pending{p}) })
+			if err == nil {
+				continue
+			}
+			if !db.IsRefusedData(err) {
+				return fmt.Errorf("queue line %d of batch %s: %w", p.row.LineNo, bt.ID, err)
+			}
+			b.log.Error("the database refused a line of a batch", "batch_id", bt.ID, "line", p.row.LineNo, "err", err)
+			out = append(out, lineError(bt.ID, p.row.LineNo, p, &LineError{Code: CodeServerError,
+				Message: fmt.Sprintf("Line %d could not be queued: the server refused to store it.", p.row.LineNo)}))
+		}
+	}
+	if len(out) > 0 {
+		if _, err := tx.NewInsert().Model(&out).Exec(ctx); err != nil {
+			return fmt.Errorf("record the error lines of lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+		}
+	}
+	bt.ExpandedLines = to
+	if _, err := tx.NewUpdate().Model(bt).Column("expanded_lines").WherePK().Exec(ctx); err != nil {
+		return fmt.Errorf("record the progress of batch %s: %w", bt.ID, err)
+	}
+	return nil
+}
+
+// queue admits the lines of ps together and writes, in tx, a job for each line admission
+// grants and an error line for each it refuses.
+func (b *Batches) queue(ctx context.Context, tx bun.Tx, bt *Batch, ps []*pending) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	reqs := make([]*admit.Request, len(ps))
+	for i, p := range ps {
 		reqs[i] = &p.ask
 	}
 	grants, err := b.jobs.Admission().Reserve(ctx, tx, reqs)
 	if err != nil {
-		return fmt.Errorf("admit lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+		return fmt.Errorf("admit: %w", err)
 	}
-	ops := make([]uuid.UUID, 0, len(admitted))
-	doors := make([]jobDoor, 0, len(admitted))
-	prompts := make([]db.Entity, 0, len(admitted))
-	queued := make([]jobs.QueuedPrompt, 0, len(admitted))
+	var out []request
+	prompts := make([]db.Entity, 0, len(ps))
+	queued := make([]jobs.QueuedPrompt, 0, len(ps))
 	var granted []*pending
-	for i, p := range admitted {
+	for i, p := range ps {
 		if grants[i].Err != nil {
 			out = append(out, lineError(bt.ID, p.row.LineNo, p, refusalOf(grants[i].Err)))
 			continue
@@ -90,38 +134,37 @@ func (b *Batches) expandChunk(ctx context.Context, tx bun.Tx, bt *Batch) error {
 	}
 	if len(prompts) > 0 {
 		if _, err := tx.NewInsert().Model(&prompts).Exec(ctx); err != nil {
-			return fmt.Errorf("insert the prompts of lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+			return fmt.Errorf("insert the prompts: %w", err)
 		}
 	}
 	queuedJobs, err := jobs.EnqueueMany(ctx, b.jobs, tx, queued)
 	if err != nil {
-		return fmt.Errorf("queue lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+		return err
 	}
+	ops := make([]uuid.UUID, 0, len(granted))
+	doors := make([]jobDoor, 0, len(granted))
 	for i, p := range granted {
 		job := queuedJobs[i]
-		p.row.JobID = &job.ID
-		out = append(out, p.row)
+		row := p.row
+		row.JobID = &job.ID
+		out = append(out, row)
 		ops = append(ops, *job.OperationID)
 		doors = append(doors, jobDoor{JobID: job.ID, Door: string(admit.DoorBatch)})
 	}
 	if len(out) > 0 {
 		if _, err := tx.NewInsert().Model(&out).Exec(ctx); err != nil {
-			return fmt.Errorf("record lines %d..%d of batch %s: %w", from, to, bt.ID, err)
+			return fmt.Errorf("record the lines: %w", err)
 		}
 	}
 	if len(doors) > 0 {
 		if _, err := tx.NewInsert().Model(&doors).Exec(ctx); err != nil {
-			return fmt.Errorf("record the door of batch %s's jobs: %w", bt.ID, err)
+			return fmt.Errorf("record the door of the jobs: %w", err)
 		}
 		// A batch's job waits for as long as the batch's window, not a prompt's time to live.
 		if _, err := tx.NewUpdate().Table("sa_operation").Set("expires_at = ?", bt.ExpiresAt).
 			Where("id IN (?)", bun.List(ops)).Exec(ctx); err != nil {
-			return fmt.Errorf("extend the operations of batch %s's jobs: %w", bt.ID, err)
+			return fmt.Errorf("extend the operations of the jobs: %w", err)
 		}
-	}
-	bt.ExpandedLines = to
-	if _, err := tx.NewUpdate().Model(bt).Column("expanded_lines").WherePK().Exec(ctx); err != nil {
-		return fmt.Errorf("record the progress of batch %s: %w", bt.ID, err)
 	}
 	return nil
 }
@@ -138,9 +181,14 @@ func (b *Batches) readLine(ctx context.Context, bt *Batch, ep Endpoint, l fileLi
 	if t[0] != '{' || json.Unmarshal(t, &ln) != nil {
 		return p, &LineError{Code: CodeInvalidJSON, Message: fmt.Sprintf("Line %d is not a JSON object.", l.LineNo)}
 	}
-	if ln.CustomID != nil && *ln.CustomID != "" {
+	switch {
+	case ln.CustomID != nil && strings.ContainsRune(*ln.CustomID, 0):
+		// PostgreSQL cannot store a NUL in text, and a custom_id stored altered would answer
+		// under another name; the error line carries none.
+		return p, &LineError{Code: CodeInvalidValue, Message: fmt.Sprintf("Line %d: the custom_id holds a NUL character.", l.LineNo)}
+	case ln.CustomID != nil && *ln.CustomID != "":
 		p.row.CustomID = ln.CustomID
-	} else {
+	default:
 		return p, &LineError{Code: CodeMissingID, Message: fmt.Sprintf("Line %d has no custom_id.", l.LineNo)}
 	}
 	if ln.Method != "POST" {
