@@ -15,10 +15,11 @@ import (
 const flowWindow = time.Hour
 
 // loadFlow gathers the flow-control part of the health page as v may see it: every model's
-// governor (the provider account is every org's), the orgs v sees, and tokens per minute per
-// model of the attempts v sees.
+// limits and pauses (the provider account is every org's), the orgs v sees, and tokens per
+// minute per model of the attempts v sees. The account's counts of calls and 429s are every
+// org's traffic, so only an admin sees them.
 func (s *Server) loadFlow(ctx context.Context, v jobs.Viewer, now time.Time) (views.HealthFlow, error) {
-	f := views.HealthFlow{CanPauseModels: v.AllOrgs, UsedScope: "your org"}
+	f := views.HealthFlow{CanPauseModels: v.AllOrgs, AccountCounts: v.AllOrgs, UsedScope: "your org"}
 	if v.AllOrgs {
 		f.UsedScope = "every org"
 	}
@@ -45,7 +46,10 @@ func (s *Server) loadFlow(ctx context.Context, v jobs.Viewer, now time.Time) (vi
 	for _, st := range states {
 		m := views.ModelFlow{Model: st.Model, RPM: st.RPM, TPM: st.TPM, RPMSource: st.RPMSource, TPMSource: st.TPMSource,
 			UsedCalls: used[st.Model][0], UsedTokens: used[st.Model][1], OperatorPaused: st.OperatorPaused,
-			PausedRole: st.PausedRole, PausedActor: st.PausedActor, Calls: st.Calls, Limited: st.Limited}
+			PausedRole: st.PausedRole, PausedActor: st.PausedActor}
+		if f.AccountCounts {
+			m.Calls, m.Limited = st.Calls, st.Limited
+		}
 		if st.ProviderPaused() {
 			t := st.PausedUntil.UTC()
 			m.PausedUntil = &t

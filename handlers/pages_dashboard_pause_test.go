@@ -102,7 +102,8 @@ func TestHealthFlowShowsRealState(t *testing.T) {
 	} {
 		wantContains(t, r.body, want, "acme operator's health page")
 	}
-	for _, bad := range []string{`data-org="globex"`, "/admin/health/orgs/" + globex, "/admin/health/models/pause"} {
+	// The account's calls and 429s count every org's traffic; the operator sees its org's use.
+	for _, bad := range []string{`data-org="globex"`, "/admin/health/orgs/" + globex, "/admin/health/models/pause", "data-account-calls"} {
 		wantNotContains(t, r.body, bad, "acme operator's health page")
 	}
 	// The queued job of the fixture counts in its org's row.
@@ -118,7 +119,7 @@ func TestHealthFlowShowsRealState(t *testing.T) {
 
 	r = e.get(t, f.adm, "/admin/health/panel")
 	for _, want := range []string{`data-org="acme"`, `data-org="globex"`, `action="/admin/health/models/pause"`,
-		`action="/admin/health/models/resume"`, `name="model" value="m-held"`, "75 % of slots", "(every org)"} {
+		`action="/admin/health/models/resume"`, `name="model" value="m-held"`, "75 % of slots", "(every org)", "data-account-calls"} {
 		wantContains(t, r.body, want, "admin's panel")
 	}
 }

@@ -191,6 +191,8 @@ type HealthFlow struct {
 	Tokens TokenChart
 	// CanPauseModels is true for admins: the provider account is every org's.
 	CanPauseModels bool
+	// AccountCounts is true for admins: the calls and 429s of a model count every org's.
+	AccountCounts bool
 	// UsedScope says whose use the figures count: "every org" or "your org".
 	UsedScope string
 }

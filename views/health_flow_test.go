@@ -33,6 +33,7 @@ func sampleFlow(admin bool) HealthFlow {
 		},
 		Tokens:         TokenChart{Minutes: minutes, Series: []TokenSeries{{"gpt-b", b}, {"gpt-a", a}}},
 		CanPauseModels: admin,
+		AccountCounts:  admin,
 		UsedScope:      "every org",
 	}
 }
@@ -66,7 +67,7 @@ func TestHealthFlowSection(t *testing.T) {
 	findOne(t, svg, "path", "data-token-line", "gpt-a")
 	got := text(doc)
 	for _, want := range []string{"3 / 60", "800 / 40000", "40000 (learned)", "250 / 1000 tokens this day (25.0 %)",
-		"provider asked to wait until 15:04:05 UTC", "paused by an operator", "25 % of slots"} {
+		"provider asked to wait until 15:04:05 UTC", "paused by an operator", "25 % of slots", "Calls · 429s", "10 · 1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("panel text lacks %q", want)
 		}
@@ -76,6 +77,10 @@ func TestHealthFlowSection(t *testing.T) {
 	_, doc = render(t, HealthPanel(h, "tok-1"))
 	if n := len(findAll(doc, "form", "action", "/admin/health/models/pause")) + len(findAll(doc, "form", "action", "/admin/health/models/resume")); n != 0 {
 		t.Errorf("an operator's panel has %d model pause forms", n)
+	}
+	// The account's calls and 429s count every org's traffic: not on an operator's panel.
+	if n := len(findAll(doc, "td", "data-account-calls", "*")); n != 0 || strings.Contains(text(doc), "429s") {
+		t.Errorf("an operator's panel shows the account's calls (%d cells)", n)
 	}
 }
 
