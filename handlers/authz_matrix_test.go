@@ -53,12 +53,15 @@ var wantAccess = map[string]Access{
 }
 
 // TestAuthorizationMatrix runs every route of the route table as anonymous, a member of org A
-// (who owns the objects named in paths), a member of org B, an operator of org B and an admin,
-// and checks the answer against the route's rule: 401 (API) or a redirect to the login page for
-// anonymous; 403 for a role below the rule; 404 for another org's object; otherwise allowed.
+// (who owns the objects named in paths), another member and an operator of org A, a member of
+// org B, an operator of org B and an admin, and checks the answer against the route's rule: 401
+// (API) or a redirect to the login page for anonymous; 403 for a role below the rule; 404 for an
+// object the caller may not see (another org's, or another member's); otherwise allowed.
 func TestAuthorizationMatrix(t *testing.T) {
 	f := startLiveServer(t)
 	memberA := f.user(t, "org-a", "matrix-member-a", identity.RoleMember)
+	peerA := f.user(t, "org-a", "matrix-peer-a", identity.RoleMember)
+	operatorA := f.user(t, "org-a", "matrix-operator-a", identity.RoleOperator)
 	memberB := f.user(t, "org-b", "matrix-member-b", identity.RoleMember)
 	operatorB := f.user(t, "org-b", "matrix-operator-b", identity.RoleOperator)
 	admin := f.user(t, "org-root", "matrix-admin", identity.RoleAdmin)
@@ -119,6 +122,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 	people := []who{
 		{"anonymous", "", "", false},
 		{"member of org A", memberA.Tok, identity.RoleMember, true},
+		// Another member of the same org sees none of the first one's objects.
+		{"another member of org A", peerA.Tok, identity.RoleMember, false},
+		{"operator of org A", operatorA.Tok, identity.RoleOperator, true},
 		{"member of org B", memberB.Tok, identity.RoleMember, false},
 		{"operator of org B", operatorB.Tok, identity.RoleOperator, false},
 		{"admin", admin.Tok, identity.RoleAdmin, true},

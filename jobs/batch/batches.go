@@ -74,8 +74,10 @@ func (b *Batches) Create(ctx context.Context, req CreateRequest) (Batch, error) 
 		// The file stays locked until the batch is written, so a delete of it waits and then
 		// sees the batch that reads it (DeleteFile).
 		var f File
-		err := tx.NewSelect().Model(&f).Where("id = ? AND org_id = ?", req.InputFileID, req.Viewer.OrgID).
-			For("SHARE").Scan(ctx)
+		// An admin's batch runs in its own org, so its input must be of that org too.
+		v := req.Viewer
+		v.AllOrgs = false
+		err := visibleTo(tx.NewSelect().Model(&f).Where("id = ?", req.InputFileID), v).For("SHARE").Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return invalid("input_file_id", "invalid_value", "No file with id '%s' found.", req.InputFileID)
 		}
@@ -129,10 +131,10 @@ func (b *Batches) Create(ctx context.Context, req CreateRequest) (Batch, error) 
 	return out, err
 }
 
-// Batch is the batch id of v's org (of any org for an admin).
+// Batch is the batch id, if v may see it.
 func (b *Batches) Batch(ctx context.Context, v jobs.Viewer, id string) (Batch, error) {
 	var bt Batch
-	err := orgOf(b.db.NewSelect().Model(&bt).Where("id = ?", id), v).Scan(ctx)
+	err := visibleTo(b.db.NewSelect().Model(&bt).Where("id = ?", id), v).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Batch{}, fmt.Errorf("batch %s: %w", id, ErrNotFound)
 	}
@@ -151,13 +153,15 @@ type Page struct {
 // MaxPage is the longest page of a list.
 const MaxPage = 100
 
-// List is the batches of v's own org, newest first, after the batch after ("" from the newest),
+// List is the batches v may see of its own org, newest first, after the batch after ("" from the newest),
 // at most limit (1..MaxPage). An after that names no batch of the org is ErrNotFound.
 func (b *Batches) List(ctx context.Context, v jobs.Viewer, after string, limit int) (Page, error) {
 	if limit < 1 || limit > MaxPage {
 		return Page{}, invalid("limit", "invalid_value", "Invalid 'limit': must be between 1 and %d.", MaxPage)
 	}
-	q := b.db.NewSelect().Model((*Batch)(nil)).Where("org_id = ?", v.OrgID)
+	own := v
+	own.AllOrgs = false
+	q := visibleTo(b.db.NewSelect().Model((*Batch)(nil)), own)
 	if after != "" {
 		cur, err := b.Batch(ctx, v, after)
 		if errors.Is(err, ErrNotFound) {
@@ -179,7 +183,7 @@ func (b *Batches) List(ctx context.Context, v jobs.Viewer, after string, limit i
 	return p, nil
 }
 
-// CancelBatch asks batch id of v's org to stop: it becomes cancelling at once, and cancelled once
+// CancelBatch asks batch id, if v may see it, to stop: it becomes cancelling at once, and cancelled once
 // the batch worker has cancelled its unfinished jobs. An ended batch is ErrConflict.
 func (b *Batches) CancelBatch(ctx context.Context, v jobs.Viewer, id string, actor jobs.Actor) (Batch, error) {
 	bt, err := b.Batch(ctx, v, id)
@@ -193,7 +197,7 @@ func (b *Batches) CancelBatch(ctx context.Context, v jobs.Viewer, id string, act
 		return Batch{}, fmt.Errorf("cancel batch %s: it is %s: %w", id, bt.Status, ErrConflict)
 	}
 	// The batch's operation is cancelled through the registry, which asks this owner (Cancel
-	// below) in the same transaction; the batch was found in the caller's org already.
+	// below) in the same transaction; the batch was found among those the caller may act on.
 	orgView := jobs.Viewer{OrgID: bt.OrgID, UserID: v.UserID, OrgWide: true}
 	if _, err := b.reg.CancelOperation(ctx, orgView, bt.OperationID, actor); err != nil &&
 		!errors.Is(err, registry.ErrConflict) {

@@ -175,19 +175,24 @@ func insertLines(ctx context.Context, idb bun.IDB, id string, from int, lines []
 	return nil
 }
 
-// orgOf limits q to the objects of v's org (every org for an admin): a file or a batch belongs
-// to its org, whoever of it made it.
-func orgOf(q *bun.SelectQuery, v jobs.Viewer) *bun.SelectQuery {
+// visibleTo limits q, on files or batches, to those v may see and act on, as for prompts and
+// operations: a member its own (a batch's output and error files are its creator's), an
+// operator every one of its org, an admin every org's.
+func visibleTo(q *bun.SelectQuery, v jobs.Viewer) *bun.SelectQuery {
 	if v.AllOrgs {
 		return q
 	}
-	return q.Where("org_id = ?", v.OrgID)
+	q = q.Where("org_id = ?", v.OrgID)
+	if !v.OrgWide {
+		q = q.Where("created_by = ?", v.UserID)
+	}
+	return q
 }
 
-// File is the file id of v's org.
+// File is the file id, if v may see it.
 func (b *Batches) File(ctx context.Context, v jobs.Viewer, id string) (File, error) {
 	var f File
-	err := orgOf(b.db.NewSelect().Model(&f).Where("id = ?", id), v).Scan(ctx)
+	err := visibleTo(b.db.NewSelect().Model(&f).Where("id = ?", id), v).Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
 		return File{}, fmt.Errorf("file %s: %w", id, ErrNotFound)
 	}
@@ -197,14 +202,11 @@ func (b *Batches) File(ctx context.Context, v jobs.Viewer, id string) (File, err
 	return f, nil
 }
 
-// DeleteFile deletes the file id of v's org with its lines. The input of a batch that has not
+// DeleteFile deletes the file id, if v may see it, with its lines. The input of a batch that has not
 // read all of it yet is ErrConflict.
 func (b *Batches) DeleteFile(ctx context.Context, v jobs.Viewer, id string) error {
 	return b.reg.InTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		q := tx.NewSelect().Model((*File)(nil)).Column("id").Where("id = ?", id).For("UPDATE")
-		if !v.AllOrgs {
-			q = q.Where("org_id = ?", v.OrgID)
-		}
+		q := visibleTo(tx.NewSelect().Model((*File)(nil)).Column("id").Where("id = ?", id), v).For("UPDATE")
 		var found string
 		if err := q.Scan(ctx, &found); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("file %s: %w", id, ErrNotFound)
