@@ -1958,9 +1958,13 @@ CREATE INDEX sa_batch_request_job ON public.sa_batch_request USING btree (job_id
 
 CREATE UNIQUE INDEX sa_event_seq_key ON public.sa_event USING btree (seq) WHERE (seq IS NOT NULL);
 
+-- Name: sa_file_creator; Type: INDEX; Schema: public; Owner: -
+
+CREATE INDEX sa_file_creator ON public.sa_file USING btree (org_id, created_by, created_at DESC, id DESC);
+
 -- Name: sa_file_org; Type: INDEX; Schema: public; Owner: -
 
-CREATE INDEX sa_file_org ON public.sa_file USING btree (org_id, created_at DESC);
+CREATE INDEX sa_file_org ON public.sa_file USING btree (org_id, created_at DESC, id DESC);
 
 -- Name: sa_chain_step trg_sa_chain_step_updated_at; Type: TRIGGER; Schema: public; Owner: -
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -94,6 +95,27 @@ func (s *Server) uploadFile(c *fiber.Ctx) error {
 		return openaiBatchError(c, err)
 	}
 	return c.JSON(openai.NewFileObject(f))
+}
+
+// listFiles is GET /v1/files: the files the caller may see, as GET /v1/files/{id} finds them,
+// newest first (oldest with order=asc), of the given purpose if one is named, after the file
+// named by after, limit of them (OpenAI's default, every file up to 10,000).
+func (s *Server) listFiles(c *fiber.Ctx) error {
+	q := batch.FileQuery{Purpose: c.Query("purpose"), After: c.Query("after"), Order: c.Query("order"),
+		Limit: batch.DefaultFileLimit}
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return writeOpenAIError(c, openai.InvalidRequest(
+				fmt.Sprintf("Invalid 'limit': must be an integer between 1 and %d.", batch.MaxFileLimit), "limit", "invalid_value"))
+		}
+		q.Limit = n
+	}
+	p, err := s.deps.Batches.ListFiles(c.UserContext(), viewerOf(principalOf(c)), q)
+	if err != nil {
+		return openaiBatchError(c, err)
+	}
+	return c.JSON(openai.NewFileList(p))
 }
 
 // getFile is GET /v1/files/{id}.

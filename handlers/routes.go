@@ -85,11 +85,14 @@ func (s *Server) routes() []Route {
 
 		// openai:begin (the OpenAI-compatible front door)
 		{"GET", "/v1/models", Member, OpenAI, s.openaiModels},
+		// A model id may hold slashes: the rest of the path is the id.
+		{"GET", "/v1/models/*", Member, OpenAI, s.getModel},
 		{"POST", chatCompletionsPath, Member, OpenAI, s.chatCompletions},
 		{"POST", responsesPath, Member, OpenAI, s.createResponse},
 		{"GET", responsesPath + "/:id", Member, OpenAI, s.getResponse},
 		{"POST", responsesPath + "/:id/cancel", Member, OpenAI, s.cancelResponse},
 		{"POST", filesPath, Member, OpenAI, s.uploadFile},
+		{"GET", filesPath, Member, OpenAI, s.listFiles},
 		{"GET", "/v1/files/:id", Member, OpenAI, s.getFile},
 		{"GET", "/v1/files/:id/content", Member, OpenAI, s.fileContent},
 		{"DELETE", "/v1/files/:id", Member, OpenAI, s.deleteFile},

@@ -96,26 +96,9 @@ func NewBatchObject(b batch.Batch) BatchObject {
 	return o
 }
 
-// BatchList is a page of batches.
-type BatchList struct {
-	Object  string        `json:"object"`
-	Data    []BatchObject `json:"data"`
-	FirstID *string       `json:"first_id"`
-	LastID  *string       `json:"last_id"`
-	HasMore bool          `json:"has_more"`
-}
-
 // NewBatchList is the list object of page p.
-func NewBatchList(p batch.Page) BatchList {
-	l := BatchList{Object: "list", Data: make([]BatchObject, len(p.Batches)), HasMore: p.HasMore}
-	for i, b := range p.Batches {
-		l.Data[i] = NewBatchObject(b)
-	}
-	if n := len(p.Batches); n > 0 {
-		first, last := p.Batches[0].ID, p.Batches[n-1].ID
-		l.FirstID, l.LastID = &first, &last
-	}
-	return l
+func NewBatchList(p batch.Page) List[BatchObject] {
+	return newList(p.Batches, p.HasMore, NewBatchObject, func(b batch.Batch) string { return b.ID })
 }
 
 // BatchCreate is what a batch's creation reads.

@@ -14,11 +14,17 @@ type ModelList struct {
 	Data   []Model `json:"data"`
 }
 
+// NewModel is the model object of model, created at created: the answer of GET
+// /v1/models/{model}, and each entry of the list.
+func NewModel(model string, created int64) Model {
+	return Model{ID: model, Object: "model", Created: created, OwnedBy: "asterion"}
+}
+
 // NewModelList lists models in the order given (the default first), each created at created.
 func NewModelList(models []string, created int64) ModelList {
 	l := ModelList{Object: "list", Data: make([]Model, len(models))}
 	for i, m := range models {
-		l.Data[i] = Model{ID: m, Object: "model", Created: created, OwnedBy: "asterion"}
+		l.Data[i] = NewModel(m, created)
 	}
 	return l
 }
