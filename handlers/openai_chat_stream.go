@@ -21,7 +21,7 @@ import (
 // chunk when asked, and [DONE]. A client that leaves cancels the job.
 func (s *Server) streamChat(c *fiber.Ctx, call frontDoorCall) error {
 	st := &chatStreamer{call: call, reads: s.deps.Reads, chunks: openai.ChunkStream{ID: call.id, Created: call.created,
-		Model: call.model}}
+		Model: call.model, IncludeUsage: call.req.IncludeUsage}}
 	st.jobCatchUp = jobCatchUp{jobID: call.jobID, catchUp: st.catchUp}
 	if gc, ok := c.Context().Conn().(*guardedConn); ok {
 		// A gone client is otherwise seen only when a write fails, which a job writing nothing

@@ -61,6 +61,8 @@ func TestFrontDoorStreamFrames(t *testing.T) {
 			t.Errorf("first chunk %q, want the assistant's role", data)
 		case i == len(frames)-2 && (len(c.Choices) != 0 || c.Usage == nil || c.Usage.TotalTokens == 0):
 			t.Errorf("next-to-last chunk %q, want the usage with no choices", data)
+		case i < len(frames)-2 && !strings.HasSuffix(data, `,"usage":null}`):
+			t.Errorf("chunk %d %q, want \"usage\": null before the usage chunk, as OpenAI sends it", i, data)
 		case i > 0 && i < len(frames)-2 && len(c.Choices) == 1 && c.Choices[0].Delta.Content != nil:
 			text.WriteString(*c.Choices[0].Delta.Content)
 		}

@@ -1,6 +1,9 @@
 package openai
 
-import "strings"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // The objects of OpenAI's chat completions.
 const (
@@ -73,8 +76,9 @@ type ChunkChoice struct {
 	FinishReason *string   `json:"finish_reason"`
 }
 
-// Chunk is one chat.completion.chunk event. A chunk of a stream that asked for usage carries
-// "usage": null, but its last one, whose choices are empty.
+// Chunk is one chat.completion.chunk event. As OpenAI's, a chunk of a stream that asked for
+// usage carries "usage": null, but its last one, whose choices are empty, carries the usage;
+// a chunk of a stream that did not ask has no usage field.
 type Chunk struct {
 	ID                string        `json:"id"`
 	Object            string        `json:"object"`
@@ -83,19 +87,29 @@ type Chunk struct {
 	ServiceTier       string        `json:"service_tier"`
 	SystemFingerprint *string       `json:"system_fingerprint"`
 	Choices           []ChunkChoice `json:"choices"`
-	Usage             *Usage        `json:"usage,omitempty"`
+	// Usage is nil (no field), nullUsage or the *Usage of the last chunk.
+	Usage any `json:"usage,omitempty"`
 }
 
-// ChunkStream makes the chunks of one streamed completion, which share id, created and model.
+// nullUsage is the "usage": null of a chunk before the last of a stream that asked for usage.
+var nullUsage = json.RawMessage("null")
+
+// ChunkStream makes the chunks of one streamed completion, which share id, created and model;
+// IncludeUsage is the request's stream_options.include_usage.
 type ChunkStream struct {
-	ID      string
-	Created int64
-	Model   string
+	ID           string
+	Created      int64
+	Model        string
+	IncludeUsage bool
 }
 
 func (s ChunkStream) chunk(choices []ChunkChoice) Chunk {
-	return Chunk{ID: s.ID, Object: ObjectChunk, Created: s.Created, Model: s.Model, ServiceTier: "default",
+	c := Chunk{ID: s.ID, Object: ObjectChunk, Created: s.Created, Model: s.Model, ServiceTier: "default",
 		Choices: choices}
+	if s.IncludeUsage {
+		c.Usage = nullUsage
+	}
+	return c
 }
 
 // First is the chunk that opens the assistant's message: its role and an empty content.

@@ -33,9 +33,11 @@ func TestFrames(t *testing.T) {
 }
 
 // TestChunkShapes: the first chunk opens the assistant's message with an empty content, the
-// finish chunk has an empty delta, and the usage chunk has no choices.
+// finish chunk has an empty delta, and the usage chunk has no choices; in a stream that asked
+// for usage every chunk before it carries "usage": null, in one that did not none has the field.
 func TestChunkShapes(t *testing.T) {
 	s := ChunkStream{ID: "c", Created: 1, Model: "m"}
+	u := ChunkStream{ID: "c", Created: 1, Model: "m", IncludeUsage: true}
 	for _, tc := range []struct {
 		name string
 		c    Chunk
@@ -43,7 +45,9 @@ func TestChunkShapes(t *testing.T) {
 	}{
 		{"first", s.First(), `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`},
 		{"finish", s.Finish("length"), `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}`},
-		{"usage", s.Usage(NewUsage(3, 4)), `"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`},
+		{"first, usage asked", u.First(), `"finish_reason":null}],"usage":null}`},
+		{"finish, usage asked", u.Finish("stop"), `"finish_reason":"stop"}],"usage":null}`},
+		{"usage", u.Usage(NewUsage(3, 4)), `"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`},
 	} {
 		var b bytes.Buffer
 		w := bufio.NewWriter(&b)
