@@ -98,8 +98,7 @@ func TestFrontDoorGetModel(t *testing.T) {
 		t.Errorf("unescaped slash of an unknown model: %d %s, want model_not_found", status, body)
 	}
 
-	// The route is a member's, as the list is: anonymous is refused, an operator answered. (The
-	// authorization matrix asks for /v1/models/, which is the list's.)
+	// The route is a member's, as the list is: anonymous is refused, an operator answered.
 	if status, body := raw("/v1/models/"+provider.SimModel, ""); status != http.StatusUnauthorized {
 		t.Errorf("anonymous: %d %s, want 401", status, body)
 	}
