@@ -17,9 +17,7 @@ func TestIsRefusedData(t *testing.T) {
 	ctx := context.Background()
 	d := dbtest.New(t)
 	if _, err := d.Bun.ExecContext(ctx, `CREATE TABLE refusal_probe (id int PRIMARY KEY, body text);
-		INSERT INTO refusal_probe VALUES (1, 'one');
-		CREATE FUNCTION refusal_probe_raise() RETURNS trigger LANGUAGE plpgsql AS
-			$$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$`); err != nil {
+		INSERT INTO refusal_probe VALUES (1, 'one')`); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

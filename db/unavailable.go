@@ -19,13 +19,8 @@ func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	var pgErr pgdriver.Error
-	if errors.As(err, &pgErr) {
-		return sqlStateUnavailable(pgErr.Field('C'))
-	}
-	var pgxErr *pgconn.PgError
-	if errors.As(err, &pgxErr) {
-		return sqlStateUnavailable(pgxErr.Code)
+	if code, ok := sqlState(err); ok {
+		return sqlStateUnavailable(code)
 	}
 	var netErr net.Error
 	switch {
@@ -35,6 +30,20 @@ func IsUnavailable(err error) bool {
 		return true
 	}
 	return errors.Is(err, ErrUnreachable)
+}
+
+// sqlState is the SQLSTATE of an error PostgreSQL answered, through either driver the server
+// uses (bun's pgdriver, pgx under River and the pools); false when err is no such error.
+func sqlState(err error) (string, bool) {
+	var pgErr pgdriver.Error
+	if errors.As(err, &pgErr) {
+		return pgErr.Field('C'), true
+	}
+	var pgxErr *pgconn.PgError
+	if errors.As(err, &pgxErr) {
+		return pgxErr.Code, true
+	}
+	return "", false
 }
 
 // sqlStateUnavailable: class 08 is connection exception; 57P01..57P03 are an administrator or
